@@ -1,0 +1,130 @@
+#include "bench/bench_model.h"
+
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "cpu/cpu_backend.h"
+#include "model/gpt2.h"
+#include "train/adamw.h"
+#include "train/trainer.h"
+
+namespace strata::bench {
+
+double gpt2_flops_per_token(int L, int C, int V, int T) {
+  const double matmul_params = 12.0 * L * double(C) * C + double(V) * C;
+  return 6.0 * matmul_params + 12.0 * L * double(T) * C;
+}
+
+namespace {
+
+struct Measured {
+  double tokens_per_s = 0, step_s = 0;
+};
+
+Measured measure_strata(const GPT2Config& cfg, const ModelBenchOptions& o, DType dtype) {
+  cpu::CpuBackend be({size_t(64) << 30, o.threads});
+  GPT2 model(be, cfg, o.micro_batch, o.seq_len, dtype);
+  model.init_weights(1);
+  AdamW optim(be, model.num_params(), {});
+  const std::vector<AdamW::Group> groups{{0, model.num_params(), true}};
+  const size_t BT = size_t(o.micro_batch) * size_t(o.seq_len);
+  std::vector<int32_t> tokens(BT), targets(BT);
+  Rng rng(7);
+  for (size_t i = 0; i < BT; ++i) tokens[i] = int32_t(rng.below(uint64_t(cfg.vocab_size)));
+  for (size_t i = 0; i < BT; ++i) targets[i] = int32_t(rng.below(uint64_t(cfg.vocab_size)));
+  double best = 1e30;
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.zero_grad();
+    model.forward(tokens);
+    model.backward(targets, 1.0f);
+    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), groups, 1e-4f, 1.0f, s + 1);
+    model.sync_compute_params();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s >= o.warmup) best = std::min(best, dt);
+  }
+  return {double(BT) / best, best};
+}
+
+// Runs the PyTorch peer script; returns tokens/s or a negative number when unavailable.
+double measure_torch(const ModelBenchOptions& o, const std::string& config_path, const std::string& dtype, int threads,
+                     std::string& note) {
+  const std::string script = resolve_resource("bench/peer_torch_gpt2.py");
+  const std::string cmd = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=" + std::to_string(threads) + " " +
+                          o.python + " " + script + " --config " + config_path + " --batch " +
+                          std::to_string(o.micro_batch) + " --seq-len " + std::to_string(o.seq_len) + " --steps " +
+                          std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --dtype " + dtype +
+                          " --threads " + std::to_string(threads) + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  if (!p) return note = "popen failed", -1;
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), n);
+  const auto last = out.find_last_of('{');
+  try {
+    if (last == std::string::npos) throw std::runtime_error("no JSON");
+    auto j = nlohmann::json::parse(out.substr(last));
+    note = j.value("blas", std::string("?"));
+    return j.at("tokens_per_s").get<double>();
+  } catch (...) {
+    note = "peer failed: " + out.substr(0, 300);
+    return -1;
+  }
+}
+
+bool torch_available(const std::string& python) {
+  return std::system((python + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
+
+}  // namespace
+
+int run_model_bench(const ModelBenchOptions& o) {
+  const std::string config_path = resolve_resource(o.model);
+  const GPT2Config cfg = GPT2Config::load(config_path);
+  int threads = o.threads;
+#ifdef _OPENMP
+  if (threads <= 0) threads = omp_get_max_threads();
+#endif
+  const double fpt = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, o.seq_len);
+  const bool want_peer = o.peer == "torch" || (o.peer == "auto" && torch_available(o.python));
+  STRATA_CHECK(o.peer != "torch" || torch_available(o.python),
+               "--peer torch: '" + o.python + "' cannot import torch", "apt-get install python3-torch libopenblas0-openmp");
+  std::printf("bench model: GPT-2 L=%d d=%d heads=%d vocab=%d, B=%d T=%d, %d threads, %.1f GFLOP/token-step\n",
+              cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
+  std::printf("%-6s %14s %12s %14s %12s %8s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s", "ratio");
+  nlohmann::json result = {{"bench", "model"}, {"threads", threads}, {"batch", o.micro_batch}, {"seq_len", o.seq_len},
+                           {"flops_per_token", fpt}};
+  std::string p = o.precisions + ",";
+  for (size_t pos = 0; (pos = p.find(',')) != std::string::npos; p.erase(0, pos + 1)) {
+    const std::string name = p.substr(0, pos);
+    if (name.empty()) continue;
+    const DType dt = parse_dtype(name);
+    const Measured m = measure_strata(cfg, o, dt);
+    double peer = -1;
+    std::string note;
+    if (want_peer) peer = measure_torch(o, config_path, name, threads, note);
+    const double ratio = peer > 0 ? m.tokens_per_s / peer : 0;
+    std::printf("%-6s %14.1f %12.1f %14.1f %12.1f %8.2f\n", name.c_str(), m.tokens_per_s, m.tokens_per_s * fpt * 1e-9,
+                peer, peer > 0 ? peer * fpt * 1e-9 : 0.0, ratio);
+    if (peer <= 0 && want_peer) std::printf("  torch peer: %s\n", note.c_str());
+    result[name] = {{"tokens_per_s", m.tokens_per_s}, {"gflops", m.tokens_per_s * fpt * 1e-9}, {"step_s", m.step_s}};
+    if (peer > 0)
+      result[name]["torch_tokens_per_s"] = peer, result[name]["torch_gflops"] = peer * fpt * 1e-9,
+      result[name]["ratio_vs_torch"] = ratio, result[name]["torch_blas"] = note;
+  }
+  std::printf("%s\n", result.dump().c_str());
+  return 0;
+}
+
+}  // namespace strata::bench

@@ -1,0 +1,24 @@
+// `strata bench model`: throughput of a full training step (forward, backward, AdamW) for a
+// GPT-2-small-shaped model, in f32 and bf16, against PyTorch measured in the same run.
+#pragma once
+#include <string>
+
+namespace strata::bench {
+
+struct ModelBenchOptions {
+  std::string model = "configs/gpt2-small.json";
+  int micro_batch = 4, seq_len = 256;
+  int warmup = 1, steps = 3;
+  int threads = 0;
+  std::string precisions = "f32,bf16";
+  std::string peer = "auto";  // auto | torch | none
+  std::string python = "/usr/bin/python3";
+};
+
+// Prints a table and ends with one JSON line on stdout. Returns the exit code.
+int run_model_bench(const ModelBenchOptions& o);
+
+// Training FLOPs per token: 6·(matmul weights) + 12·L·T·C for attention (no causal discount).
+double gpt2_flops_per_token(int n_layer, int n_embd, int vocab, int seq_len);
+
+}  // namespace strata::bench

@@ -1,0 +1,53 @@
+// The CPU backend: a real device with a memory budget, worker-thread streams, and the
+// transformer ops on oneDNN (matmuls) and OpenMP (everything else).
+#pragma once
+#include <memory>
+
+#include "backend/backend.h"
+#include "cpu/workspace.h"
+
+namespace strata::cpu {
+
+struct CpuBackendOptions {
+  size_t device_mem_bytes = size_t(8) << 30;  // the "device" budget
+  int threads = 0;                            // OpenMP threads for ops; 0 = all available
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(CpuBackendOptions opts);
+  std::string name() const override { return "cpu"; }
+
+  Buffer allocate(size_t bytes, const std::string& tag) override;
+  MemoryBudget& budget() override { return budget_; }
+
+  std::unique_ptr<Stream> make_stream(const std::string& name) override;
+  std::unique_ptr<Event> make_event() override;
+  void copy_async(void* dst, const void* src, size_t bytes, Stream& s) override;
+
+  void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) override;
+  void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) override;
+  void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
+                         TensorView bias) override;
+  void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                          TensorView weight, TensorView mean, TensorView rstd) override;
+  void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) override;
+  void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                       TensorView weight) override;
+  void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head) override;
+  void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
+                          int n_head) override;
+  void gelu_forward(TensorView out, TensorView inp) override;
+  void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
+  void residual_forward(TensorView out, TensorView a, TensorView b) override;
+  double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
+                                        int vocab, float dloss) override;
+  void cast(TensorView dst, TensorView src) override;
+  double sum_squares(TensorView x) override;
+
+ private:
+  MemoryBudget budget_;
+  Workspace ws_;
+};
+
+}  // namespace strata::cpu

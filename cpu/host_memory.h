@@ -1,0 +1,12 @@
+// Page-aligned host memory: mmap'd, advised for transparent huge pages, and first-touched
+// in parallel by the OpenMP threads that will use it (a first touch of fresh memory is
+// ~30× slower than reuse on these VMs, so it happens once, at allocation, in parallel).
+#pragma once
+#include <cstddef>
+
+namespace strata::cpu {
+
+void* host_alloc(size_t bytes, const char* tag);  // throws strata::Error on failure
+void host_free(void* p, size_t bytes);
+
+}  // namespace strata::cpu

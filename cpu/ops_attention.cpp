@@ -1,0 +1,165 @@
+// Causal multi-head self-attention, one (batch, head) block at a time.
+//
+// Forward keeps only the output and the per-row log-sum-exp (f32 [B,NH,T]); backward
+// recomputes the probabilities of one head at a time from Q, K and the saved LSE, so no
+// B×NH×T×T tensor ever exists. Each thread holds one head's T×T block in its scratch.
+#include <cmath>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu/convert.h"
+#include "cpu/gemm.h"
+#include "cpu/ops.h"
+
+namespace strata::cpu {
+
+namespace {
+
+struct Dims {
+  int64_t B, T, C, NH, hd;
+};
+
+Dims dims_of(const TensorView& qkv, int n_head) {
+  Dims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, 0};
+  STRATA_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0 && d.C % n_head == 0,
+               "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) +
+                   " heads",
+               "qkv must be [B, T, 3C] with C divisible by the head count");
+  d.hd = d.C / n_head;
+  return d;
+}
+
+int thread_count() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+int thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+// Copies rows [0,T) of a head's hd columns (row stride `stride`) into dense f32, scaled.
+template <typename T>
+void gather_head(float* dst, const T* src, int64_t rows, int64_t hd, int64_t stride, float scale = 1.0f) {
+  for (int64_t t = 0; t < rows; ++t) {
+    convert_to_f32(dst + t * hd, src + t * stride, dtype_of<T>(), size_t(hd));
+    if (scale != 1.0f)
+      for (int64_t i = 0; i < hd; ++i) dst[t * hd + i] *= scale;
+  }
+}
+
+template <typename T>
+void scatter_head(T* dst, const float* src, int64_t rows, int64_t hd, int64_t stride) {
+  for (int64_t t = 0; t < rows; ++t) convert_from_f32(dst + t * stride, dtype_of<T>(), src + t * hd, size_t(hd));
+}
+
+}  // namespace
+
+void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws) {
+  const Dims d = dims_of(qkv, n_head);
+  const int64_t T = d.T, hd = d.hd, C = d.C;
+  expect_numel(out, d.B * T * C, "attention_forward", "out");
+  expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
+  // Per thread: S/P [T,T] and q, k, v, o [T,hd].
+  const size_t per_thread = size_t(T * T + 4 * T * hd);
+  float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
+  float* L = lse.as<float>();
+  const float scale = 1.0f / std::sqrt(float(hd));
+  dispatch_act(out.dtype, [&]<typename A>(A) {
+    const A* x = qkv.as<A>();
+    A* y = out.as<A>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      float* S = scratch + per_thread * size_t(thread_id());
+      float *q = S + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd;
+      const A* base = x + b * T * 3 * C + h * hd;
+      gather_head(q, base, T, hd, 3 * C, scale);
+      gather_head(k, base + C, T, hd, 3 * C);
+      gather_head(v, base + 2 * C, T, hd, 3 * C);
+      sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, S, T);  // S = q·k^T (scaled)
+      float* lrow = L + bh * T;
+      for (int64_t t = 0; t < T; ++t) {
+        float* s = S + t * T;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j <= t; ++j) mx = std::max(mx, s[j]);
+        float sum = 0;
+        for (int64_t j = 0; j <= t; ++j) {
+          s[j] = std::exp(s[j] - mx);
+          sum += s[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
+        for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
+        lrow[t] = mx + std::log(sum);
+      }
+      sgemm(false, false, T, hd, T, 1.0f, S, T, v, hd, 0.0f, o, hd);  // o = P·v
+      scatter_head(y + b * T * C + h * hd, o, T, hd, C);
+    }
+  });
+}
+
+void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
+                        TensorView lse, int n_head, Workspace& ws) {
+  const Dims d = dims_of(qkv, n_head);
+  const int64_t T = d.T, hd = d.hd, C = d.C;
+  expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
+  expect_numel(dout, d.B * T * C, "attention_backward", "dout");
+  // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd].
+  const size_t per_thread = size_t(2 * T * T + 8 * T * hd);
+  float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
+  const float* L = lse.as<float>();
+  const float scale = 1.0f / std::sqrt(float(hd));
+  dispatch_act(dqkv.dtype, [&]<typename A>(A) {
+    const A* x = qkv.as<A>();
+    const A* y = out.as<A>();
+    const A* dy = dout.as<A>();
+    A* dx = dqkv.as<A>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      float* P = scratch + per_thread * size_t(thread_id());
+      float* dP = P + T * T;
+      float *q = dP + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd;
+      float *dO = o + T * hd, *dq = dO + T * hd, *dk = dq + T * hd, *dv = dk + T * hd;
+      const A* base = x + b * T * 3 * C + h * hd;
+      gather_head(q, base, T, hd, 3 * C, scale);
+      gather_head(k, base + C, T, hd, 3 * C);
+      gather_head(v, base + 2 * C, T, hd, 3 * C);
+      gather_head(o, y + b * T * C + h * hd, T, hd, C);
+      gather_head(dO, dy + b * T * C + h * hd, T, hd, C);
+      sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, P, T);  // scores
+      const float* lrow = L + bh * T;
+      for (int64_t t = 0; t < T; ++t) {
+        float* p = P + t * T;
+        for (int64_t j = 0; j <= t; ++j) p[j] = std::exp(p[j] - lrow[t]);
+        for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
+      }
+      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);   // dv = P^T·dO
+      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);   // dP = dO·v^T
+      for (int64_t t = 0; t < T; ++t) {
+        float D = 0;  // Σ_i dO·O = Σ_j P·dP for row t
+        for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
+        float* ds = dP + t * T;
+        const float* p = P + t * T;
+        for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
+        for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
+      }
+      sgemm(false, false, T, hd, T, scale, dP, T, k, hd, 0.0f, dq, hd);  // dq = dS·k·scale
+      sgemm(true, false, T, hd, T, 1.0f, dP, T, q, hd, 0.0f, dk, hd);    // dk = dS^T·(q·scale)
+      A* dbase = dx + b * T * 3 * C + h * hd;
+      scatter_head(dbase, dq, T, hd, 3 * C);
+      scatter_head(dbase + C, dk, T, hd, 3 * C);
+      scatter_head(dbase + 2 * C, dv, T, hd, 3 * C);
+    }
+  });
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,192 @@
+// Embedding, GELU, residual, casts, norms and the fused softmax cross-entropy.
+#include <cmath>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu/convert.h"
+#include "cpu/ops.h"
+
+namespace strata::cpu {
+
+void expect_numel(const TensorView& v, int64_t n, const char* op, const char* arg) {
+  STRATA_CHECK(v.numel() == n, std::string(op) + ": " + arg + " has shape " + v.shape.str() + " (" +
+                                   std::to_string(v.numel()) + " elements), expected " + std::to_string(n),
+               "this is a bug in the caller: shapes must agree");
+}
+
+void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg) {
+  STRATA_CHECK(v.dtype == t, std::string(op) + ": " + arg + " is " + std::string(dtype_name(v.dtype)) +
+                                 ", expected " + std::string(dtype_name(t)),
+               "this is a bug in the caller: dtypes must agree");
+}
+
+static int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
+
+void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
+  const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
+  const int64_t V = wte.shape[0], maxT = wpe.shape[0];
+  expect_numel(out, N * C, "encoder_forward", "out");
+  STRATA_CHECK(T <= maxT, "sequence length " + std::to_string(T) + " exceeds the model's context " +
+                              std::to_string(maxT), "lower --seq-len or use a model with a longer context");
+  // Validate before the parallel loop: an exception must not leave an OpenMP region.
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t tok = tokens[size_t(n)];
+    STRATA_CHECK(tok >= 0 && tok < V, "token id " + std::to_string(tok) + " at position " +
+                                          std::to_string(n) + " is outside the vocabulary of " +
+                                          std::to_string(V),
+                 "the data was tokenized for a different vocabulary: check --data and --model");
+  }
+  dispatch_act(out.dtype, [&]<typename T_>(T_) {
+    T_* o = out.as<T_>();
+    const T_* te = wte.as<T_>();
+    const T_* pe = wpe.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t tok = tokens[size_t(n)];
+      const T_* a = te + tok * C;
+      const T_* b = pe + (n % T) * C;
+      T_* y = o + n * C;
+      for (int64_t c = 0; c < C; ++c) y[c] = from_f32<T_>(to_f32(a[c]) + to_f32(b[c]));
+    }
+  });
+}
+
+void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
+  const int64_t C = last_dim(dout), N = int64_t(tokens.size()), T = dout.shape[dout.shape.rank - 2];
+  float* dte = dwte.as<float>();
+  float* dpe = dwpe.as<float>();
+  dispatch_act(dout.dtype, [&]<typename T_>(T_) {
+    const T_* d = dout.as<T_>();
+    // Each thread owns a slice of channels, so repeated tokens never race.
+#pragma omp parallel
+    {
+      int nt = 1, id = 0;
+#ifdef _OPENMP
+      nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+      const int64_t c0 = C * id / nt, c1 = C * (id + 1) / nt;
+      for (int64_t n = 0; n < N; ++n) {
+        const T_* g = d + n * C;
+        float* te = dte + int64_t(tokens[size_t(n)]) * C;
+        float* pe = dpe + (n % T) * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          const float v = to_f32(g[c]);
+          te[c] += v;
+          pe[c] += v;
+        }
+      }
+    }
+  });
+}
+
+static inline float gelu(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
+
+static inline float gelu_grad(float x) {
+  const float k = 0.7978845608028654f;
+  const float cube = 0.044715f * x * x * x;
+  const float th = std::tanh(k * (x + cube));
+  const float sech2 = 1.0f - th * th;
+  return 0.5f * (1.0f + th) + 0.5f * x * sech2 * k * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+void gelu_forward(TensorView out, TensorView inp) {
+  const int64_t n = inp.numel();
+  expect_numel(out, n, "gelu_forward", "out");
+  dispatch_act(out.dtype, [&]<typename T_>(T_) {
+    T_* y = out.as<T_>();
+    const T_* x = inp.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T_>(gelu(to_f32(x[i])));
+  });
+}
+
+void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) {
+  const int64_t n = inp.numel();
+  expect_numel(dinp, n, "gelu_backward", "dinp");
+  expect_numel(dout, n, "gelu_backward", "dout");
+  dispatch_act(dinp.dtype, [&]<typename T_>(T_) {
+    T_* dx = dinp.as<T_>();
+    const T_* x = inp.as<T_>();
+    const T_* dy = dout.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) dx[i] = from_f32<T_>(gelu_grad(to_f32(x[i])) * to_f32(dy[i]));
+  });
+}
+
+void residual_forward(TensorView out, TensorView a, TensorView b) {
+  const int64_t n = out.numel();
+  expect_numel(a, n, "residual_forward", "a");
+  expect_numel(b, n, "residual_forward", "b");
+  dispatch_act(out.dtype, [&]<typename T_>(T_) {
+    T_* y = out.as<T_>();
+    const T_* x1 = a.as<T_>();
+    const T_* x2 = b.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T_>(to_f32(x1[i]) + to_f32(x2[i]));
+  });
+}
+
+void cast(TensorView dst, TensorView src) {
+  expect_numel(dst, src.numel(), "cast", "dst");
+  convert_parallel(dst.data, dst.dtype, src.data, src.dtype, size_t(src.numel()));
+}
+
+double sum_squares(TensorView x) {
+  const float* p = x.as<float>();
+  const int64_t n = x.numel();
+  double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static)
+  for (int64_t i = 0; i < n; ++i) s += double(p[i]) * double(p[i]);
+  return s;
+}
+
+double cross_entropy_forward_backward(TensorView losses, TensorView logits,
+                                      std::span<const int32_t> targets, int vocab, float dloss) {
+  const int64_t Vp = last_dim(logits), N = int64_t(targets.size());
+  expect_dtype(logits, DType::f32, "cross_entropy", "logits");
+  expect_numel(logits, N * Vp, "cross_entropy", "logits");
+  expect_numel(losses, N, "cross_entropy", "losses");
+  float* lg = logits.as<float>();
+  float* ls = losses.as<float>();
+  for (int64_t n = 0; n < N; ++n)
+    STRATA_CHECK(targets[size_t(n)] < vocab, "target id " + std::to_string(targets[size_t(n)]) + " at position " +
+                                                 std::to_string(n) + " is outside the vocabulary of " +
+                                                 std::to_string(vocab),
+                 "the data was tokenized for a different vocabulary: check --data and --model");
+  double total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    float* row = lg + n * Vp;
+    const int32_t t = targets[size_t(n)];
+    if (t < 0) {  // masked position: contributes nothing
+      ls[n] = 0;
+      for (int64_t v = 0; v < Vp; ++v) row[v] = 0;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, row[v]);
+    // exp once per element: keep e^(x-max) in the row, then scale by 1/sum.
+    const double target_logit = double(row[t]);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float e = std::exp(row[v] - mx);
+      row[v] = e;
+      sum += e;
+    }
+    const double lse = double(mx) + std::log(sum);
+    ls[n] = float(lse - target_logit);
+    total += lse - target_logit;
+    const float scale = float(double(dloss) / sum);
+    for (int64_t v = 0; v < vocab; ++v) row[v] *= scale;
+    row[t] -= dloss;
+    for (int64_t v = vocab; v < Vp; ++v) row[v] = 0;
+  }
+  return total;
+}
+
+}  // namespace strata::cpu

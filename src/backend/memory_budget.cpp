@@ -1,0 +1,41 @@
+#include "backend/memory_budget.h"
+
+#include "core/error.h"
+
+namespace strata {
+
+MemoryBudget::MemoryBudget(std::string tier_name, size_t capacity_bytes)
+    : name_(std::move(tier_name)), capacity_(capacity_bytes) {}
+
+void MemoryBudget::charge(size_t bytes, const std::string& what) {
+  std::lock_guard lock(mu_);
+  if (bytes > capacity_ - std::min(used_, capacity_)) {
+    throw_error(name_ + " memory budget exceeded: " + what + " requests " + format_bytes(double(bytes)) +
+                    " with " + format_bytes(double(used_)) + " of " + format_bytes(double(capacity_)) +
+                    " already in use",
+                "raise the " + name_ + " budget (--device-mem) or shrink the run (--micro-batch, model size)");
+  }
+  used_ += bytes;
+  high_water_ = std::max(high_water_, used_);
+  ++count_;
+}
+
+void MemoryBudget::release(size_t bytes) {
+  std::lock_guard lock(mu_);
+  used_ -= std::min(bytes, used_);
+}
+
+size_t MemoryBudget::used() const {
+  std::lock_guard lock(mu_);
+  return used_;
+}
+size_t MemoryBudget::high_water() const {
+  std::lock_guard lock(mu_);
+  return high_water_;
+}
+size_t MemoryBudget::allocation_count() const {
+  std::lock_guard lock(mu_);
+  return count_;
+}
+
+}  // namespace strata

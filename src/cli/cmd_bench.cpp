@@ -1,0 +1,68 @@
+// `strata bench <what>`: benchmarks that print ratios against a peer or bound measured in
+// the same run, ending with one JSON line.
+#include <cxxopts.hpp>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/bench_model.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/parse.h"
+
+namespace strata::cli {
+
+static int bench_model_main(int argc, char** argv) {
+  const bench::ModelBenchOptions d;
+  cxxopts::Options o("strata bench model", "Training-step throughput of a GPT-2 model against PyTorch on this CPU.");
+  auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()
+      ("model", "model config", str(d.model))
+      ("micro-batch", "sequences per step", s(d.micro_batch))
+      ("seq-len", "tokens per sequence", s(d.seq_len))
+      ("warmup", "untimed steps", s(d.warmup))
+      ("steps", "timed steps (the best is reported)", s(d.steps))
+      ("threads", "threads (0 = all)", s(d.threads))
+      ("precision", "comma-separated list of f32, bf16", str(d.precisions))
+      ("peer", "auto | torch | none", str(d.peer))
+      ("python", "python with torch for the peer", str(d.python))
+      ("h,help", "show this help");
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return usage_error("bench model", e.what());
+  }
+  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
+  if (!r.unmatched().empty()) return usage_error("bench model", "unexpected argument '" + r.unmatched().front() + "'");
+  bench::ModelBenchOptions b;
+  try {
+    auto gi = [&](const char* k) { return int(parse_int(r[k].as<std::string>(), std::string("--") + k)); };
+    b.model = r["model"].as<std::string>();
+    b.micro_batch = gi("micro-batch");
+    b.seq_len = gi("seq-len");
+    b.warmup = gi("warmup");
+    b.steps = gi("steps");
+    b.threads = gi("threads");
+    b.precisions = r["precision"].as<std::string>();
+    b.peer = r["peer"].as<std::string>();
+    b.python = r["python"].as<std::string>();
+  } catch (const Error& e) {
+    return usage_error("bench model", e.what_failed());
+  }
+  if (b.peer != "auto" && b.peer != "torch" && b.peer != "none")
+    return usage_error("bench model", "--peer: '" + b.peer + "' is not auto, torch or none");
+  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 1) return usage_error("bench model", "sizes must be positive");
+  return bench::run_model_bench(b);
+}
+
+int bench_main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::puts("usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n");
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
+  return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
+}
+
+}  // namespace strata::cli

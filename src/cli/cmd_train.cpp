@@ -1,0 +1,92 @@
+// `strata train`: one option table (cxxopts) generates the help and parses every value;
+// values are then checked strictly, and any error names the option.
+#include <cxxopts.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/parse.h"
+#include "train/trainer.h"
+
+namespace strata::cli {
+
+int train_main(int argc, char** argv) {
+  const TrainOptions d;
+  cxxopts::Options o("strata train", "Train a GPT-2 model. With no options: the embedded default model and data.");
+  // Values are taken as strings and parsed strictly below, so "--steps 1x" is an error.
+  auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  auto fmt = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return cxxopts::value<std::string>()->default_value(b);
+  };
+  o.add_options()
+      ("model", "model config (JSON)", str(d.model))
+      ("data", "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin) or text (.txt, byte-level)", str(d.data))
+      ("data-format", "auto | u16 | u32 | text", str(d.data_format))
+      ("steps", "optimizer steps", s(d.steps))
+      ("micro-batch", "sequences per micro-batch", s(d.micro_batch))
+      ("grad-accum", "micro-batches accumulated per step", s(d.grad_accum))
+      ("seq-len", "tokens per sequence", s(d.seq_len))
+      ("lr", "peak learning rate", fmt(d.lr))
+      ("warmup", "linear warmup steps", s(d.warmup))
+      ("min-lr-ratio", "cosine decay floor as a fraction of --lr", fmt(d.min_lr_ratio))
+      ("weight-decay", "AdamW decoupled weight decay (matmul weights and embeddings)", fmt(d.weight_decay))
+      ("beta1", "Adam beta1", fmt(d.beta1))
+      ("beta2", "Adam beta2", fmt(d.beta2))
+      ("eps", "Adam epsilon", fmt(d.eps))
+      ("grad-clip", "global gradient-norm clip (0 = off)", fmt(d.grad_clip))
+      ("precision", "f32 | bf16 (bf16 compute, f32 master weights)", str("f32"))
+      ("seed", "random seed (weights and data order)", s(d.seed))
+      ("out", "output directory (metrics.jsonl)", str(d.out))
+      ("log-every", "steps between logged metrics", s(d.log_every))
+      ("threads", "CPU threads for ops (0 = all)", s(d.threads))
+      ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
+      ("h,help", "show this help");
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return usage_error("train", e.what());
+  }
+  if (r.count("help")) {
+    std::fputs(o.help().c_str(), stdout);
+    return 0;
+  }
+  if (!r.unmatched().empty()) return usage_error("train", "unexpected argument '" + r.unmatched().front() + "'");
+  TrainOptions t;
+  try {
+    auto gi = [&](const char* k) { return parse_int(r[k].as<std::string>(), std::string("--") + k); };
+    auto gd = [&](const char* k) { return parse_double(r[k].as<std::string>(), std::string("--") + k); };
+    t.model = r["model"].as<std::string>();
+    t.data = r["data"].as<std::string>();
+    t.data_format = r["data-format"].as<std::string>();
+    t.steps = gi("steps");
+    t.micro_batch = int(gi("micro-batch"));
+    t.grad_accum = int(gi("grad-accum"));
+    t.seq_len = int(gi("seq-len"));
+    t.lr = gd("lr");
+    t.warmup = gi("warmup");
+    t.min_lr_ratio = gd("min-lr-ratio");
+    t.weight_decay = gd("weight-decay");
+    t.beta1 = gd("beta1");
+    t.beta2 = gd("beta2");
+    t.eps = gd("eps");
+    t.grad_clip = gd("grad-clip");
+    const std::string prec = r["precision"].as<std::string>();
+    if (prec != "f32" && prec != "bf16") return usage_error("train", "--precision: '" + prec + "' is not f32 or bf16");
+    t.precision = parse_dtype(prec);
+    t.seed = uint64_t(gi("seed"));
+    t.out = r["out"].as<std::string>();
+    t.log_every = gi("log-every");
+    t.threads = int(gi("threads"));
+    t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
+  } catch (const Error& e) {
+    return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
+  }
+  train(t);
+  return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,56 @@
+// strata: the command-line entry point. `strata train`, `strata bench ...`.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace strata::cli {
+
+int usage_error(const char* cmd, const std::string& message) {
+  std::fprintf(stderr, "strata %s: %s (see 'strata %s --help')\n", cmd, message.c_str(), cmd);
+  return 2;
+}
+
+}  // namespace strata::cli
+
+static const char* kUsage =
+    "strata — a ZeRO training engine (CPU backend; CUDA when built with it)\n"
+    "\n"
+    "usage: strata <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  train        train a GPT-2 model (bare 'strata train' trains the embedded default)\n"
+    "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
+    "\n"
+    "'strata <command> --help' lists a command's options.\n";
+
+int main(int argc, char** argv) {
+  // The CPU kernels are compiled for x86-64-v3; say so instead of dying on SIGILL.
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    std::fprintf(stderr, "strata: this CPU lacks AVX2/FMA, which the CPU backend requires (x86-64-v3)\n");
+    return 1;
+  }
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::puts("strata 0.1.0");
+    return 0;
+  }
+  try {
+    if (!std::strcmp(argv[1], "train")) return strata::cli::train_main(argc - 1, argv + 1);
+    if (!std::strcmp(argv[1], "bench")) return strata::cli::bench_main(argc - 1, argv + 1);
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "strata %s: error: %s\n", argv[1], e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata %s: error: %s\n", argv[1], e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "strata: unknown command '%s' (see 'strata --help')\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,215 @@
+#include "model/gpt2.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace strata {
+
+namespace {
+
+// Lays out views of mixed dtypes in one buffer, 64-byte aligned.
+class ArenaLayout {
+ public:
+  size_t add(DType t, const Shape& s) {
+    size_t off = bytes_;
+    bytes_ += (size_t(s.numel()) * dtype_size(t) + 63) / 64 * 64;
+    items_.push_back({off, t, s});
+    return items_.size() - 1;
+  }
+  size_t bytes() const { return bytes_; }
+  TensorView view(const Buffer& b, size_t idx) const {
+    const auto& it = items_[idx];
+    return b.view(it.dtype, it.shape, it.offset);
+  }
+
+ private:
+  struct Item {
+    size_t offset;
+    DType dtype;
+    Shape shape;
+  };
+  size_t bytes_ = 0;
+  std::vector<Item> items_;
+};
+
+}  // namespace
+
+GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype)
+    : be_(backend), cfg_(config), B_(micro_batch), T_(seq_len), dtype_(compute_dtype) {
+  STRATA_CHECK(B_ > 0 && T_ > 0, "micro-batch " + std::to_string(B_) + " × sequence " + std::to_string(T_),
+               "both must be positive");
+  STRATA_CHECK(T_ <= cfg_.max_seq_len,
+               "sequence length " + std::to_string(T_) + " exceeds the model's context " + std::to_string(cfg_.max_seq_len),
+               "lower --seq-len or raise n_positions in the model config");
+  STRATA_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16,
+               "compute dtype " + std::string(dtype_name(dtype_)), "GPT-2 runs in f32 or bf16");
+  specs_ = gpt2_param_specs(cfg_);
+  for (const auto& s : specs_) {
+    offsets_.push_back(num_params_);
+    num_params_ += s.shape.numel();
+  }
+  const size_t n = size_t(num_params_);
+  master_ = be_.allocate(n * 4, "params:master_f32");
+  grads_ = be_.allocate(n * 4, "grads:f32");
+  if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
+
+  const int64_t L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head, Vp = cfg_.padded_vocab_size;
+  const int64_t B = B_, T = T_;
+  ArenaLayout lay;
+  const DType a = dtype_, f = DType::f32;
+  size_t i_enc = lay.add(a, {B, T, C});
+  struct Idx {
+    size_t v[15];
+  };
+  std::vector<Idx> li(static_cast<size_t>(L));
+  for (auto& x : li) {
+    x.v[0] = lay.add(a, {B, T, C});       // ln1
+    x.v[1] = lay.add(f, {B, T});          // ln1_mean
+    x.v[2] = lay.add(f, {B, T});          // ln1_rstd
+    x.v[3] = lay.add(a, {B, T, 3 * C});   // qkv
+    x.v[4] = lay.add(a, {B, T, C});       // atty
+    x.v[5] = lay.add(f, {B, NH, T});      // lse
+    x.v[6] = lay.add(a, {B, T, C});       // attproj
+    x.v[7] = lay.add(a, {B, T, C});       // residual2
+    x.v[8] = lay.add(a, {B, T, C});       // ln2
+    x.v[9] = lay.add(f, {B, T});          // ln2_mean
+    x.v[10] = lay.add(f, {B, T});         // ln2_rstd
+    x.v[11] = lay.add(a, {B, T, 4 * C});  // fch
+    x.v[12] = lay.add(a, {B, T, 4 * C});  // fch_gelu
+    x.v[13] = lay.add(a, {B, T, C});      // fcproj
+    x.v[14] = lay.add(a, {B, T, C});      // residual3
+  }
+  size_t i_lnf = lay.add(a, {B, T, C}), i_lnfm = lay.add(f, {B, T}), i_lnfr = lay.add(f, {B, T});
+  size_t i_logits = lay.add(f, {B, T, Vp}), i_losses = lay.add(f, {B, T});
+  size_t i_dres = lay.add(a, {B, T, C}), i_dbtc = lay.add(a, {B, T, C}), i_db3 = lay.add(a, {B, T, 3 * C}),
+         i_db4 = lay.add(a, {B, T, 4 * C});
+  act_ = be_.allocate(lay.bytes(), "activations");
+  encoded_ = lay.view(act_, i_enc);
+  for (auto& x : li) {
+    LayerActs la;
+    TensorView* dst[15] = {&la.ln1, &la.ln1_mean, &la.ln1_rstd, &la.qkv, &la.atty, &la.lse, &la.attproj, &la.residual2,
+                           &la.ln2, &la.ln2_mean, &la.ln2_rstd, &la.fch, &la.fch_gelu, &la.fcproj, &la.residual3};
+    for (int k = 0; k < 15; ++k) *dst[k] = lay.view(act_, x.v[k]);
+    layers_.push_back(la);
+  }
+  lnf_ = lay.view(act_, i_lnf), lnf_mean_ = lay.view(act_, i_lnfm), lnf_rstd_ = lay.view(act_, i_lnfr);
+  logits_ = lay.view(act_, i_logits), losses_ = lay.view(act_, i_losses);
+  dresidual_ = lay.view(act_, i_dres), dl_btc_ = lay.view(act_, i_dbtc);
+  dl_bt3c_ = lay.view(act_, i_db3), dl_bt4c_ = lay.view(act_, i_db4);
+  tokens_.reserve(size_t(B * T));
+  zero_grad();
+}
+
+TensorView GPT2::master(int i) const {
+  return master_.view(DType::f32, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * 4);
+}
+TensorView GPT2::grad(int i) const {
+  return grads_.view(DType::f32, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * 4);
+}
+TensorView GPT2::param(int i) const {
+  if (dtype_ == DType::f32) return master(i);
+  return compute_.view(dtype_, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * dtype_size(dtype_));
+}
+TensorView GPT2::master_flat() const { return master_.view(DType::f32, {num_params_}); }
+TensorView GPT2::grad_flat() const { return grads_.view(DType::f32, {num_params_}); }
+
+TensorView GPT2::layer_param(GPT2Param p, int layer) const { return param(int(p)).slice0(layer); }
+TensorView GPT2::layer_grad(GPT2Param p, int layer) const { return grad(int(p)).slice0(layer); }
+
+void GPT2::init_weights(uint64_t seed) {
+  const float std_resid = 0.02f / std::sqrt(2.0f * float(cfg_.n_layer));
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    TensorView m = master(int(i));
+    float* p = m.as<float>();
+    const int64_t n = m.numel();
+    const std::string& name = specs_[i].name;
+    // One stream per tensor so a tensor's values do not depend on the ones before it.
+    NormalRng rng(seed, i);
+    if (name == "ln1w" || name == "ln2w" || name == "lnfw") {
+      for (int64_t k = 0; k < n; ++k) p[k] = 1.0f;
+    } else if (!specs_[i].weight_decay) {
+      std::memset(p, 0, size_t(n) * 4);
+    } else {
+      const float sd = (name == "attprojw" || name == "fcprojw") ? std_resid : 0.02f;
+      for (int64_t k = 0; k < n; ++k) p[k] = sd * rng.next();
+    }
+  }
+  // Padded vocabulary rows never receive gradient; keep them zero.
+  TensorView wte = master(int(GPT2Param::wte));
+  std::memset(wte.as<float>() + int64_t(cfg_.vocab_size) * cfg_.n_embd, 0,
+              size_t(cfg_.padded_vocab_size - cfg_.vocab_size) * size_t(cfg_.n_embd) * 4);
+  sync_compute_params();
+}
+
+void GPT2::sync_compute_params() {
+  if (dtype_ != DType::f32) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
+}
+
+void GPT2::zero_grad() { std::memset(grads_.data(), 0, grads_.bytes()); }
+
+void GPT2::forward(std::span<const int32_t> tokens) {
+  const size_t BT = size_t(B_) * size_t(T_);
+  STRATA_CHECK(tokens.size() == BT, "forward got " + std::to_string(tokens.size()) + " tokens",
+               "expected micro-batch × seq-len = " + std::to_string(BT));
+  tokens_.assign(tokens.begin(), tokens.end());
+  const int L = cfg_.n_layer, NH = cfg_.n_head;
+  be_.encoder_forward(encoded_, tokens, param(int(GPT2Param::wte)), param(int(GPT2Param::wpe)));
+  for (int l = 0; l < L; ++l) {
+    LayerActs& a = layers_[size_t(l)];
+    TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
+    using P = GPT2Param;
+    be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, layer_param(P::ln1w, l), layer_param(P::ln1b, l));
+    be_.matmul_forward(a.qkv, a.ln1, layer_param(P::qkvw, l), layer_param(P::qkvb, l));
+    be_.attention_forward(a.atty, a.lse, a.qkv, NH);
+    be_.matmul_forward(a.attproj, a.atty, layer_param(P::attprojw, l), layer_param(P::attprojb, l));
+    be_.residual_forward(a.residual2, residual, a.attproj);
+    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, layer_param(P::ln2w, l), layer_param(P::ln2b, l));
+    be_.matmul_forward(a.fch, a.ln2, layer_param(P::fcw, l), layer_param(P::fcb, l));
+    be_.gelu_forward(a.fch_gelu, a.fch);
+    be_.matmul_forward(a.fcproj, a.fch_gelu, layer_param(P::fcprojw, l), layer_param(P::fcprojb, l));
+    be_.residual_forward(a.residual3, a.residual2, a.fcproj);
+  }
+  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, layers_.back().residual3, param(int(GPT2Param::lnfw)),
+                        param(int(GPT2Param::lnfb)));
+  be_.matmul_forward(logits_, lnf_, param(int(GPT2Param::wte)), {});
+}
+
+double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
+  STRATA_CHECK(targets.size() == tokens_.size(), "backward got " + std::to_string(targets.size()) + " targets",
+               "call forward() first with the same micro-batch size");
+  int64_t valid = 0;
+  for (int32_t t : targets) valid += t >= 0;
+  const float dloss = valid ? grad_scale / float(valid) : 0.0f;
+  const double total = be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss);
+  using P = GPT2Param;
+  const int L = cfg_.n_layer, NH = cfg_.n_head;
+  // logits = lnf · wte^T; logits_ now holds dlogits.
+  be_.matmul_backward(dl_btc_, grad(int(P::wte)), {}, logits_, lnf_, param(int(P::wte)));
+  std::memset(dresidual_.data, 0, dresidual_.bytes());
+  be_.layernorm_backward(dresidual_, grad(int(P::lnfw)), grad(int(P::lnfb)), dl_btc_, layers_.back().residual3,
+                         param(int(P::lnfw)), lnf_mean_, lnf_rstd_);
+  for (int l = L - 1; l >= 0; --l) {
+    LayerActs& a = layers_[size_t(l)];
+    TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
+    be_.matmul_backward(dl_bt4c_, layer_grad(P::fcprojw, l), layer_grad(P::fcprojb, l), dresidual_, a.fch_gelu,
+                        layer_param(P::fcprojw, l));
+    be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
+    be_.matmul_backward(dl_btc_, layer_grad(P::fcw, l), layer_grad(P::fcb, l), dl_bt4c_, a.ln2, layer_param(P::fcw, l));
+    be_.layernorm_backward(dresidual_, layer_grad(P::ln2w, l), layer_grad(P::ln2b, l), dl_btc_, a.residual2,
+                           layer_param(P::ln2w, l), a.ln2_mean, a.ln2_rstd);
+    be_.matmul_backward(dl_btc_, layer_grad(P::attprojw, l), layer_grad(P::attprojb, l), dresidual_, a.atty,
+                        layer_param(P::attprojw, l));
+    be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH);
+    be_.matmul_backward(dl_btc_, layer_grad(P::qkvw, l), layer_grad(P::qkvb, l), dl_bt3c_, a.ln1,
+                        layer_param(P::qkvw, l));
+    be_.layernorm_backward(dresidual_, layer_grad(P::ln1w, l), layer_grad(P::ln1b, l), dl_btc_, residual,
+                           layer_param(P::ln1w, l), a.ln1_mean, a.ln1_rstd);
+  }
+  be_.encoder_backward(grad(int(P::wte)), grad(int(P::wpe)), dresidual_, tokens_);
+  return valid ? total / double(valid) : 0.0;
+}
+
+}  // namespace strata

@@ -1,0 +1,77 @@
+// A GPT-2 (pre-LN, learned positions, tied embeddings) running on any Backend.
+//
+// Memory, all allocated once at construction from the backend's budget:
+//   master  f32 flat parameters (what the optimizer updates)
+//   compute parameters in the compute dtype (the same buffer as master in f32 runs)
+//   grads   f32 flat parameter gradients, accumulated across micro-batches
+//   activations for one micro-batch [B, T] and the backward scratch.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/gpt2_config.h"
+#include "model/gpt2_params.h"
+
+namespace strata {
+
+class GPT2 {
+ public:
+  GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype);
+
+  const GPT2Config& config() const { return cfg_; }
+  int micro_batch() const { return B_; }
+  int seq_len() const { return T_; }
+  DType compute_dtype() const { return dtype_; }
+  const std::vector<ParamSpec>& param_specs() const { return specs_; }
+  int64_t num_params() const { return num_params_; }
+
+  // Views of parameter i (see GPT2Param) in the master (f32), compute and grad buffers.
+  TensorView master(int i) const;
+  TensorView param(int i) const;
+  TensorView grad(int i) const;
+  TensorView master_flat() const;
+  TensorView grad_flat() const;
+  // Offset in elements of parameter i inside the flat buffers.
+  int64_t param_offset(int i) const { return offsets_[size_t(i)]; }
+
+  // GPT-2 initialisation from a seed: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
+  // biases 0, norms 1. Deterministic across runs and thread counts.
+  void init_weights(uint64_t seed);
+  // Copies master weights into the compute dtype (after every optimizer step).
+  void sync_compute_params();
+
+  // Forward to f32 logits [B, T, Vp]; tokens has B*T entries.
+  void forward(std::span<const int32_t> tokens);
+  TensorView logits() const { return logits_; }
+  // Fused cross-entropy (mean over non-negative targets, scaled by grad_scale) and backward,
+  // accumulating into grads. Returns the mean loss of this micro-batch. Call after forward().
+  double backward(std::span<const int32_t> targets, float grad_scale);
+  void zero_grad();
+
+  size_t activation_bytes() const { return act_.bytes(); }
+
+ private:
+  struct LayerActs {
+    TensorView ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, fcproj, residual3;
+  };
+  TensorView layer_param(GPT2Param p, int layer) const;  // compute-dtype slice of a per-layer tensor
+  TensorView layer_grad(GPT2Param p, int layer) const;
+
+  Backend& be_;
+  GPT2Config cfg_;
+  int B_, T_;
+  DType dtype_;
+  std::vector<ParamSpec> specs_;
+  std::vector<int64_t> offsets_;
+  int64_t num_params_ = 0;
+  Buffer master_, compute_, grads_, act_;
+  TensorView encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
+  TensorView dresidual_, dl_btc_, dl_bt3c_, dl_bt4c_;
+  std::vector<LayerActs> layers_;
+  std::vector<int32_t> tokens_;  // the micro-batch's tokens, kept for the embedding backward
+};
+
+}  // namespace strata

@@ -1,0 +1,71 @@
+#include "model/gpt2_config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/gpt2_params.h"
+
+namespace strata {
+
+GPT2Config GPT2Config::load(const std::string& path) {
+  std::ifstream f(path);
+  STRATA_CHECK(f.good(), "cannot open model config '" + path + "'",
+               "pass --model with a JSON file such as configs/default.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_error("model config '" + origin + "' is not valid JSON: " + e.what(), "fix the file's syntax");
+  }
+  STRATA_CHECK(j.is_object(), "model config '" + origin + "' is not a JSON object", "see configs/default.json");
+  GPT2Config c;
+  auto get_int = [&](const nlohmann::json& v, const std::string& key) {
+    STRATA_CHECK(v.is_number_integer(), "model config '" + origin + "': '" + key + "' must be an integer",
+                 "write it as a number, e.g. \"" + key + "\": 4");
+    return v.get<int>();
+  };
+  for (auto& [key, v] : j.items()) {
+    if (key == "n_layer" || key == "num_layers") c.n_layer = get_int(v, key);
+    else if (key == "n_head" || key == "num_heads") c.n_head = get_int(v, key);
+    else if (key == "n_embd" || key == "channels" || key == "hidden_size") c.n_embd = get_int(v, key);
+    else if (key == "vocab_size") c.vocab_size = get_int(v, key);
+    else if (key == "padded_vocab_size") c.padded_vocab_size = get_int(v, key);
+    else if (key == "n_positions" || key == "max_seq_len" || key == "n_ctx") c.max_seq_len = get_int(v, key);
+    else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name") continue;
+    else
+      throw_error("model config '" + origin + "': unknown key '" + key + "'",
+                  "GPT-2 configs take n_layer, n_head, n_embd, vocab_size, padded_vocab_size, n_positions");
+  }
+  if (c.padded_vocab_size == 0) c.padded_vocab_size = (c.vocab_size + 63) / 64 * 64;
+  c.validate(origin);
+  return c;
+}
+
+void GPT2Config::validate(const std::string& origin) const {
+  auto need = [&](bool ok, const std::string& what) {
+    STRATA_CHECK(ok, "model config '" + origin + "': " + what, "fix the model config");
+  };
+  need(n_layer > 0, "n_layer must be positive");
+  need(n_head > 0, "n_head must be positive");
+  need(n_embd > 0 && n_embd % n_head == 0, "n_embd (" + std::to_string(n_embd) + ") must be a positive multiple of n_head (" +
+                                               std::to_string(n_head) + ")");
+  need(vocab_size > 0, "vocab_size must be positive");
+  need(padded_vocab_size >= vocab_size, "padded_vocab_size must be at least vocab_size");
+  need(max_seq_len > 0, "n_positions must be positive");
+}
+
+int64_t GPT2Config::num_params() const {
+  int64_t n = 0;
+  for (const auto& p : gpt2_param_specs(*this)) n += p.shape.numel();
+  return n;
+}
+
+}  // namespace strata

@@ -1,0 +1,140 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "io/token_file.h"
+#include "model/gpt2.h"
+#include "train/adamw.h"
+#include "train/data_loader.h"
+#include "train/lr_schedule.h"
+#include "train/metrics_log.h"
+
+#ifndef STRATA_SOURCE_DIR
+#define STRATA_SOURCE_DIR "."
+#endif
+
+namespace strata {
+
+std::string resolve_resource(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path) || fs::path(path).is_absolute()) return path;
+  const fs::path in_source = fs::path(STRATA_SOURCE_DIR) / path;
+  return fs::exists(in_source) ? in_source.string() : path;
+}
+
+static void validate(const TrainOptions& o) {
+  auto need = [](bool ok, const std::string& what, const std::string& hint) { STRATA_CHECK(ok, what, hint); };
+  need(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps), "e.g. --steps 200");
+  need(o.micro_batch > 0, "--micro-batch must be positive, got " + std::to_string(o.micro_batch), "e.g. --micro-batch 8");
+  need(o.grad_accum > 0, "--grad-accum must be positive, got " + std::to_string(o.grad_accum), "e.g. --grad-accum 1");
+  need(o.seq_len > 0, "--seq-len must be positive, got " + std::to_string(o.seq_len), "e.g. --seq-len 128");
+  need(o.lr > 0, "--lr must be positive", "e.g. --lr 3e-4");
+  need(o.warmup >= 0, "--warmup must not be negative", "e.g. --warmup 20");
+  need(o.log_every > 0, "--log-every must be positive", "e.g. --log-every 10");
+  need(o.grad_clip >= 0, "--grad-clip must not be negative", "0 disables clipping");
+  need(o.precision == DType::f32 || o.precision == DType::bf16,
+       "--precision " + std::string(dtype_name(o.precision)) + " is not supported for training", "use f32 or bf16");
+}
+
+static std::string format_duration(double s) {
+  char buf[32];
+  const long t = long(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+TrainResult train(const TrainOptions& opts) {
+  validate(opts);
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  const std::string model_path = resolve_resource(opts.model), data_path = resolve_resource(opts.data);
+  GPT2Config cfg = GPT2Config::load(model_path);
+  io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
+  STRATA_CHECK(tf.max_token < cfg.vocab_size,
+               "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" + model_path +
+                   "' has a vocabulary of " + std::to_string(cfg.vocab_size),
+               "tokenize the data for this model, or pick a model with a larger vocab_size");
+  DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
+
+  cpu::CpuBackend backend({opts.device_mem, opts.threads});
+  GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
+  model.init_weights(opts.seed);
+  AdamW optim(backend, model.num_params(),
+              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay)});
+  std::vector<AdamW::Group> groups;
+  for (size_t i = 0; i < model.param_specs().size(); ++i)
+    groups.push_back({model.param_offset(int(i)), model.param_specs()[i].shape.numel(), model.param_specs()[i].weight_decay});
+  const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
+  MetricsLog metrics(opts.out);
+
+  const int BT = opts.micro_batch * opts.seq_len;
+  std::vector<int32_t> inputs(static_cast<size_t>(BT)), targets(static_cast<size_t>(BT));
+  const int64_t samples_per_step = int64_t(opts.micro_batch) * opts.grad_accum;
+  const double tokens_per_step = double(samples_per_step) * opts.seq_len;
+  const bool tty = !opts.quiet && isatty(STDERR_FILENO);
+  if (!opts.quiet)
+    std::fprintf(stderr, "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s; %lld steps of %.0f tokens\n",
+                 cfg.n_layer, cfg.n_embd, cfg.n_head, double(model.num_params()) / 1e6,
+                 std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), (long long)opts.steps,
+                 tokens_per_step);
+
+  TrainResult result;
+  result.num_params = model.num_params();
+  size_t allocations_after_first = 0;
+  double smoothed_tps = 0;
+  for (int64_t step = 0; step < opts.steps; ++step) {
+    const auto t0 = clock::now();
+    model.zero_grad();
+    double loss = 0;
+    for (int micro = 0; micro < opts.grad_accum; ++micro) {
+      loader.fill(step * samples_per_step + int64_t(micro) * opts.micro_batch, opts.micro_batch, inputs, targets);
+      model.forward(inputs);
+      loss += model.backward(targets, 1.0f / float(opts.grad_accum)) / opts.grad_accum;
+    }
+    const double norm = std::sqrt(backend.sum_squares(model.grad_flat()));
+    STRATA_CHECK(std::isfinite(loss) && std::isfinite(norm),
+                 "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
+                     std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
+                 "lower --lr, keep --grad-clip on, or try --precision f32");
+    const float clip_scale = opts.grad_clip > 0 && norm > opts.grad_clip ? float(opts.grad_clip / norm) : 1.0f;
+    const double lr = sched.at(step);
+    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), groups, float(lr), clip_scale, step + 1);
+    model.sync_compute_params();
+    const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
+    if (step == 0) allocations_after_first = backend.budget().allocation_count();
+    const double tps = tokens_per_step / step_s;
+    smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
+    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3});
+    const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
+    if (log_now)
+      metrics.write({{"step", step + 1},
+                     {"loss", loss},
+                     {"lr", lr},
+                     {"grad_norm", norm},
+                     {"tokens_per_s", tps},
+                     {"step_ms", step_s * 1e3},
+                     {"device_bytes", backend.budget().used()}});
+    if (!opts.quiet && (tty || log_now)) {
+      const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
+      std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
+                   tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
+                   format_duration(eta).c_str(), tty && !log_now ? "" : (tty ? "\n" : "\n"));
+    }
+  }
+  result.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  result.device_high_water = backend.budget().high_water();
+  result.steady_state_allocations = backend.budget().allocation_count() - allocations_after_first;
+  if (!opts.quiet)
+    std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n", format_duration(result.seconds).c_str(),
+                 result.steps.front().loss, result.steps.back().loss, metrics.path().c_str());
+  return result;
+}
+
+}  // namespace strata

@@ -1,0 +1,55 @@
+// The single-rank training loop: data -> forward/backward over micro-batches -> clip ->
+// AdamW -> schedule, with a live progress line and OUT/metrics.jsonl.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace strata {
+
+struct TrainOptions {
+  std::string model = "configs/default.json";
+  std::string data = "data/default.txt";
+  std::string data_format = "auto";
+  int64_t steps = 400;
+  int micro_batch = 8;
+  int grad_accum = 1;
+  int seq_len = 128;
+  double lr = 2e-3;
+  int64_t warmup = 20;
+  double min_lr_ratio = 0.1;
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  DType precision = DType::f32;
+  uint64_t seed = 1337;
+  std::string out = "out";
+  int64_t log_every = 10;
+  int threads = 0;
+  size_t device_mem = size_t(8) << 30;
+  bool quiet = false;  // no progress line (tests)
+};
+
+struct StepRecord {
+  int64_t step;  // 1-based
+  double loss, lr, grad_norm, tokens_per_s, step_ms;
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;  // every step
+  double seconds = 0;
+  int64_t num_params = 0;
+  size_t device_high_water = 0;
+  size_t steady_state_allocations = 0;  // allocations after the first step (must be 0)
+};
+
+// Resolves a default resource path (configs/..., data/...) against the working directory,
+// then the source tree the binary was built from.
+std::string resolve_resource(const std::string& path);
+
+TrainResult train(const TrainOptions& opts);
+
+}  // namespace strata
