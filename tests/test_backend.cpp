@@ -1,0 +1,115 @@
+// The CPU backend as a device: its memory budget, streams, events and async copies.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_stream.h"
+
+namespace strata {
+namespace {
+
+TEST(Budget, ExceedingItIsAClearError) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  Buffer a = be.allocate(600 << 10, "activations");
+  EXPECT_EQ(be.budget().used(), size_t(600) << 10);
+  try {
+    Buffer b = be.allocate(600 << 10, "params:master_f32");
+    FAIL() << "allocation past the budget succeeded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("device memory budget exceeded"), std::string::npos) << m;
+    EXPECT_NE(m.find("params:master_f32"), std::string::npos) << m;  // the request
+    EXPECT_NE(m.find("600.00 KiB"), std::string::npos) << m;          // its size
+    EXPECT_NE(m.find("1.00 MiB"), std::string::npos) << m;            // the budget
+    EXPECT_NE(m.find("--device-mem"), std::string::npos) << m;        // what to do
+  }
+  EXPECT_EQ(be.budget().used(), size_t(600) << 10);  // the failed request charged nothing
+  a = Buffer();
+  EXPECT_EQ(be.budget().used(), 0u);
+  EXPECT_EQ(be.budget().high_water(), size_t(600) << 10);
+  Buffer c = be.allocate(900 << 10, "fits now");
+  EXPECT_NE(c.data(), nullptr);
+}
+
+TEST(Buffer, ViewsAreBoundsChecked) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  Buffer a = be.allocate(64, "x");
+  EXPECT_NO_THROW(a.view(DType::f32, {16}));
+  EXPECT_THROW(a.view(DType::f32, {17}), Error);
+  EXPECT_THROW(a.view(DType::bf16, {16}, 40), Error);
+  EXPECT_EQ(a.view(DType::f32, {4}).tier, Tier::device);
+}
+
+TEST(Stream, RunsWorkInOrderOnItsOwnThread) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  auto s = be.make_stream("copy");
+  auto& cs = dynamic_cast<cpu::CpuStream&>(*s);
+  std::vector<int> order;
+  std::thread::id worker;
+  for (int i = 0; i < 100; ++i) cs.enqueue([&, i] { order.push_back(i), worker = std::this_thread::get_id(); });
+  s->synchronize();
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[size_t(i)], i);
+  EXPECT_NE(worker, std::this_thread::get_id());
+}
+
+// A copy enqueued on a stream must make progress while the caller computes: the stream
+// work below can only finish because the caller is free to release it.
+TEST(Stream, CopiesOverlapTheCallersCompute) {
+  cpu::CpuBackend be({size_t(64) << 20, 1});
+  auto s = be.make_stream("h2d");
+  auto ev = be.make_event();
+  Buffer src = be.allocate(8 << 20, "src"), dst = be.allocate(8 << 20, "dst");
+  std::memset(src.data(), 7, src.bytes());
+  std::atomic<bool> release{false};
+  dynamic_cast<cpu::CpuStream&>(*s).enqueue([&] {
+    while (!release.load()) std::this_thread::yield();
+  });
+  be.copy_async(dst.data(), src.data(), src.bytes(), *s);
+  s->record(*ev);
+  EXPECT_FALSE(ev->ready());  // queued behind the gate: the call returned without waiting
+  release = true;             // "compute" on this thread releases it
+  ev->synchronize();
+  EXPECT_TRUE(ev->ready());
+  EXPECT_EQ(static_cast<unsigned char*>(dst.data())[src.bytes() - 1], 7);
+}
+
+TEST(Stream, WaitOrdersAcrossStreams) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  auto a = be.make_stream("a"), b = be.make_stream("b");
+  auto ev = be.make_event();
+  std::atomic<int> step{0};
+  int seen_by_b = -1;
+  dynamic_cast<cpu::CpuStream&>(*a).enqueue([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    step = 1;
+  });
+  a->record(*ev);
+  b->wait(*ev);
+  dynamic_cast<cpu::CpuStream&>(*b).enqueue([&] { seen_by_b = step.load(); });
+  b->synchronize();
+  EXPECT_EQ(seen_by_b, 1);
+}
+
+TEST(Stream, ErrorsSurfaceAtSynchronizeAndEventsStillFire) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  auto s = be.make_stream("s");
+  auto ev = be.make_event();
+  bool ran_after = false;
+  auto& cs = dynamic_cast<cpu::CpuStream&>(*s);
+  cs.enqueue([] { throw_error("copy failed", "test"); });
+  cs.enqueue([&] { ran_after = true; });
+  s->record(*ev);
+  EXPECT_THROW(ev->synchronize(), Error);  // the waiter learns of the failure, no hang
+  EXPECT_THROW(s->synchronize(), Error);
+  EXPECT_FALSE(ran_after);  // work after a failure is skipped
+  s->synchronize();         // the error is reported once
+}
+
+}  // namespace
+}  // namespace strata

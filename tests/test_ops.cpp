@@ -1,0 +1,232 @@
+// CPU ops against straightforward references: GEMM in every transpose and dtype
+// combination, attention against a naive full-softmax implementation (forward and
+// backward), cross-entropy with masking and padding, and bf16 ops against f32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/gemm.h"
+#include "cpu/ops.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  NormalRng r(seed, 0);
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * r.next();
+  return v;
+}
+
+struct GemmCase {
+  bool ta, tb;
+  DType a, b;
+};
+
+class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+// Sizes straddle the conversion path's panel sizes (K block 256) and are not multiples of 8.
+TEST_P(GemmTest, MatchesNaiveReference) {
+  const GemmCase c = GetParam();
+  const int64_t M = 37, N = 45, K = 300;
+  auto A = randn(size_t(M * K), 1), B = randn(size_t(K * N), 2), C0 = randn(size_t(M * N), 3);
+  // Round inputs to the operand dtype so the reference sees the same values.
+  auto as_dtype = [](std::vector<float>& v, DType t) {
+    std::vector<uint16_t> h(v.size());
+    if (t == DType::f32) return h;
+    convert(h.data(), t, v.data(), DType::f32, v.size());
+    convert(v.data(), DType::f32, h.data(), t, v.size());
+    return h;
+  };
+  auto Ah = as_dtype(A, c.a), Bh = as_dtype(B, c.b);
+  const int64_t lda = c.ta ? M : K, ldb = c.tb ? K : N;  // stored K×M / M×K, N×K / K×N
+  auto at = [&](int64_t m, int64_t k) { return c.ta ? A[size_t(k * lda + m)] : A[size_t(m * lda + k)]; };
+  auto bt = [&](int64_t k, int64_t n) { return c.tb ? B[size_t(n * ldb + k)] : B[size_t(k * ldb + n)]; };
+  std::vector<float> ref(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(at(m, k)) * double(bt(k, n));
+      ref[size_t(m * N + n)] = float(0.5 * s + 2.0 * C0[size_t(m * N + n)]);
+    }
+  cpu::CpuBackend be({size_t(64) << 20, 0});
+  cpu::Workspace ws([&](size_t n, const std::string& tag) { return be.allocate(n, tag); });
+  std::vector<float> C = C0;
+  const void* pa = c.a == DType::f32 ? static_cast<const void*>(A.data()) : Ah.data();
+  const void* pb = c.b == DType::f32 ? static_cast<const void*>(B.data()) : Bh.data();
+  cpu::gemm(M, N, K, 0.5f, {pa, c.a, lda, c.ta}, {pb, c.b, ldb, c.tb}, 2.0f, C.data(), N, ws);
+  test::expect_close(C.data(), ref.data(), C.size(), 1e-4, 1e-4, "gemm");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
+                         ::testing::Values(GemmCase{false, false, DType::f32, DType::f32},
+                                           GemmCase{false, true, DType::f32, DType::f32},
+                                           GemmCase{true, false, DType::f32, DType::f32},
+                                           GemmCase{true, true, DType::f32, DType::f32},
+                                           GemmCase{false, false, DType::bf16, DType::bf16},
+                                           GemmCase{false, true, DType::bf16, DType::bf16},
+                                           GemmCase{true, false, DType::bf16, DType::bf16},
+                                           GemmCase{true, true, DType::bf16, DType::bf16},
+                                           GemmCase{false, false, DType::f32, DType::bf16},
+                                           GemmCase{true, false, DType::f32, DType::bf16},
+                                           GemmCase{false, true, DType::f16, DType::f32}));
+
+// Naive attention: full T×T softmax per head, in double.
+void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH) {
+  const int hd = C / NH;
+  out.assign(size_t(B * T * C), 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> s(size_t(t + 1));
+        double mx = -1e300;
+        for (int j = 0; j <= t; ++j) {
+          double d = 0;
+          for (int i = 0; i < hd; ++i)
+            d += double(qkv[size_t((b * T + t) * 3 * C + h * hd + i)]) *
+                 double(qkv[size_t((b * T + j) * 3 * C + C + h * hd + i)]);
+          s[size_t(j)] = d / std::sqrt(double(hd));
+          mx = std::max(mx, s[size_t(j)]);
+        }
+        double sum = 0;
+        for (auto& x : s) sum += (x = std::exp(x - mx));
+        for (int j = 0; j <= t; ++j)
+          for (int i = 0; i < hd; ++i)
+            out[size_t((b * T + t) * C + h * hd + i)] +=
+                s[size_t(j)] / sum * double(qkv[size_t((b * T + j) * 3 * C + 2 * C + h * hd + i)]);
+      }
+}
+
+TEST(Attention, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
+  const int B = 2, T = 13, C = 12, NH = 3;
+  auto qkv = randn(size_t(B * T * 3 * C), 11);
+  std::vector<float> out(size_t(B * T * C)), lse(size_t(B * NH * T));
+  cpu::CpuBackend be({size_t(64) << 20, 0});
+  TensorView qv{qkv.data(), DType::f32, {B, T, 3 * C}}, ov{out.data(), DType::f32, {B, T, C}},
+      lv{lse.data(), DType::f32, {B, NH, T}};
+  be.attention_forward(ov, lv, qv, NH);
+  std::vector<double> ref;
+  naive_attention(ref, qkv, B, T, C, NH);
+  std::vector<float> reff(ref.begin(), ref.end());
+  test::expect_close(out.data(), reff.data(), out.size(), 1e-6, 1e-5, "attention out");
+
+  // Backward of L = Σ out·w against central differences of the naive forward.
+  auto w = randn(out.size(), 12);
+  std::vector<float> dqkv(qkv.size());
+  TensorView dq{dqkv.data(), DType::f32, {B, T, 3 * C}}, dov{w.data(), DType::f32, {B, T, C}};
+  be.attention_backward(dq, dov, qv, ov, lv, NH);
+  std::vector<float> fd(qkv.size());
+  for (size_t i = 0; i < qkv.size(); ++i) {
+    const float saved = qkv[i];
+    double lp = 0, lm = 0;
+    qkv[i] = saved + 1e-3f;
+    naive_attention(ref, qkv, B, T, C, NH);
+    for (size_t k = 0; k < ref.size(); ++k) lp += ref[k] * w[k];
+    qkv[i] = saved - 1e-3f;
+    naive_attention(ref, qkv, B, T, C, NH);
+    for (size_t k = 0; k < ref.size(); ++k) lm += ref[k] * w[k];
+    qkv[i] = saved;
+    fd[i] = float((lp - lm) / 2e-3);
+  }
+  test::expect_close(dqkv.data(), fd.data(), fd.size(), 1e-4, 1e-3, "attention dqkv");
+}
+
+TEST(CrossEntropy, MaskedAndPaddedColumns) {
+  const int N = 3, V = 5, Vp = 8;
+  auto logits = randn(size_t(N * Vp), 21);
+  const std::vector<float> orig = logits;
+  std::vector<int32_t> targets{2, -1, 4};
+  std::vector<float> losses(N);
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  const double total = be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}},
+                                                         {logits.data(), DType::f32, {N, Vp}}, targets, V, 0.5f);
+  double expect_total = 0;
+  for (int n = 0; n < N; ++n) {
+    if (targets[size_t(n)] < 0) {
+      EXPECT_EQ(losses[size_t(n)], 0.0f);
+      for (int v = 0; v < Vp; ++v) EXPECT_EQ(logits[size_t(n * Vp + v)], 0.0f);
+      continue;
+    }
+    double mx = -1e9, s = 0;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, double(orig[size_t(n * Vp + v)]));
+    for (int v = 0; v < V; ++v) s += std::exp(orig[size_t(n * Vp + v)] - mx);
+    const double lse = mx + std::log(s), l = lse - orig[size_t(n * Vp + targets[size_t(n)])];
+    expect_total += l;
+    EXPECT_NEAR(losses[size_t(n)], l, 1e-5);
+    for (int v = 0; v < V; ++v) {
+      const double g = 0.5 * (std::exp(orig[size_t(n * Vp + v)] - lse) - (v == targets[size_t(n)]));
+      EXPECT_NEAR(logits[size_t(n * Vp + v)], g, 1e-6);
+    }
+    for (int v = V; v < Vp; ++v) EXPECT_EQ(logits[size_t(n * Vp + v)], 0.0f);  // padding gets no gradient
+  }
+  EXPECT_NEAR(total, expect_total, 1e-5);
+  std::vector<int32_t> bad{7, 0, 0};
+  EXPECT_THROW(be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}}, {logits.data(), DType::f32, {N, Vp}},
+                                                 bad, V, 1.0f),
+               Error);
+}
+
+TEST(Embedding, RepeatedTokensAccumulate) {
+  const int B = 2, T = 3, C = 4, V = 6;
+  auto wte = randn(size_t(V * C), 31), wpe = randn(size_t(T * C), 32), dout = randn(size_t(B * T * C), 33);
+  std::vector<int32_t> tokens{1, 1, 5, 1, 0, 5};
+  std::vector<float> out(size_t(B * T * C)), dwte(size_t(V * C)), dwpe(size_t(T * C));
+  cpu::CpuBackend be({size_t(1) << 20, 0});
+  be.encoder_forward({out.data(), DType::f32, {B, T, C}}, tokens, {wte.data(), DType::f32, {V, C}},
+                     {wpe.data(), DType::f32, {T, C}});
+  be.encoder_backward({dwte.data(), DType::f32, {V, C}}, {dwpe.data(), DType::f32, {T, C}},
+                      {dout.data(), DType::f32, {B, T, C}}, tokens);
+  std::vector<float> ew(size_t(V * C)), ep(size_t(T * C));
+  for (int n = 0; n < B * T; ++n)
+    for (int c = 0; c < C; ++c) {
+      EXPECT_EQ(out[size_t(n * C + c)], wte[size_t(tokens[size_t(n)] * C + c)] + wpe[size_t((n % T) * C + c)]);
+      ew[size_t(tokens[size_t(n)] * C + c)] += dout[size_t(n * C + c)];
+      ep[size_t((n % T) * C + c)] += dout[size_t(n * C + c)];
+    }
+  test::expect_close(dwte.data(), ew.data(), ew.size(), 1e-6, 0, "dwte");
+  test::expect_close(dwpe.data(), ep.data(), ep.size(), 1e-6, 0, "dwpe");
+  std::vector<int32_t> bad{1, 1, 6, 1, 0, 5};
+  EXPECT_THROW(be.encoder_forward({out.data(), DType::f32, {B, T, C}}, bad, {wte.data(), DType::f32, {V, C}},
+                                  {wpe.data(), DType::f32, {T, C}}),
+               Error);
+}
+
+// bf16 activations through layernorm, matmul, GELU and attention agree with f32 within
+// bf16's precision (inputs rounded to bf16 first, so only the op's own rounding differs).
+TEST(Bf16Ops, AgreeWithF32WithinBf16Precision) {
+  const int N = 24, C = 32, OC = 40;
+  auto x = randn(size_t(N * C), 41), w = randn(size_t(OC * C), 42, 0.2f), b = randn(size_t(OC), 43);
+  auto round_bf16 = [](std::vector<float>& v) {
+    for (auto& e : v) e = bf16_to_f32(f32_to_bf16(e));
+  };
+  round_bf16(x), round_bf16(w), round_bf16(b);
+  auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = from_f32<bf16>(v[i]);
+    return h;
+  };
+  auto xh = to_bf16(x), wh = to_bf16(w), bh = to_bf16(b);
+  cpu::CpuBackend be({size_t(64) << 20, 0});
+  std::vector<float> y(size_t(N * OC));
+  std::vector<bf16> yh(size_t(N * OC));
+  be.matmul_forward({y.data(), DType::f32, {N, OC}}, {x.data(), DType::f32, {N, C}}, {w.data(), DType::f32, {OC, C}},
+                    {b.data(), DType::f32, {OC}});
+  be.matmul_forward({yh.data(), DType::bf16, {N, OC}}, {xh.data(), DType::bf16, {N, C}},
+                    {wh.data(), DType::bf16, {OC, C}}, {bh.data(), DType::bf16, {OC}});
+  std::vector<float> yb(yh.size());
+  for (size_t i = 0; i < yh.size(); ++i) yb[i] = to_f32(yh[i]);
+  test::expect_close(yb.data(), y.data(), y.size(), 1e-3, 8e-3, "bf16 matmul");  // one rounding: 2^-9 rel
+
+  std::vector<float> g(y.size());
+  std::vector<bf16> gh(y.size());
+  be.gelu_forward({g.data(), DType::f32, {N, OC}}, {yb.data(), DType::f32, {N, OC}});
+  be.gelu_forward({gh.data(), DType::bf16, {N, OC}}, {yh.data(), DType::bf16, {N, OC}});
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(to_f32(gh[i]), g[i], 1e-3 + 8e-3 * std::fabs(g[i]));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,59 @@
+// Helpers shared by the tests: tiny models, reference losses, tolerance checks that report
+// the worst element (never only norms).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/gpt2.h"
+
+namespace strata::test {
+
+inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
+
+inline GPT2Config tiny_config() { return GPT2Config::load(source_path("configs/gpt2-tiny.json")); }
+
+// Mean cross-entropy of f32 logits [N, Vp] over the first V columns, in double.
+inline double reference_loss(const float* logits, const std::vector<int32_t>& targets, int V, int Vp) {
+  double total = 0;
+  int count = 0;
+  for (size_t n = 0; n < targets.size(); ++n) {
+    if (targets[n] < 0) continue;
+    const float* row = logits + n * size_t(Vp);
+    double mx = -1e300;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, double(row[v]));
+    double s = 0;
+    for (int v = 0; v < V; ++v) s += std::exp(double(row[v]) - mx);
+    total += mx + std::log(s) - double(row[targets[n]]);
+    ++count;
+  }
+  return count ? total / count : 0;
+}
+
+inline std::vector<int32_t> random_tokens(size_t n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = int32_t(rng.below(uint64_t(vocab)));
+  return t;
+}
+
+// |a - b| <= atol + rtol * |b| element-wise; reports the worst element by name and index.
+inline void expect_close(const float* a, const float* b, size_t n, double atol, double rtol, const std::string& what) {
+  double worst = 0;
+  size_t worst_i = 0, bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double err = std::fabs(double(a[i]) - double(b[i]));
+    const double excess = err - (atol + rtol * std::fabs(double(b[i])));
+    if (!(excess <= 0)) ++bad;
+    if (!(excess <= worst)) worst = excess, worst_i = i;
+  }
+  double se = 0, sr = 0;
+  for (size_t i = 0; i < n; ++i) se += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), sr += double(b[i]) * b[i];
+  EXPECT_EQ(bad, 0u) << what << " (relative rms error " << std::sqrt(se / std::max(sr, 1e-300)) << ")" << ": " << bad << " of " << n << " elements out of tolerance (atol " << atol << ", rtol "
+                     << rtol << "); worst at [" << worst_i << "]: got " << a[worst_i] << ", expected " << b[worst_i];
+}
+
+}  // namespace strata::test
