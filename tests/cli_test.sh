@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CLI checks run by ctest: cli_test.sh STRATA_BINARY CASE
+set -u
+bin=$1; case_name=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# expect_error CODE PATTERN -- ARGS: the command must exit with CODE and print PATTERN on stderr
+expect_error() {
+  local code=$1 pattern=$2; shift 3
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+  [[ $rc -eq $code ]] || fail "strata $* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
+  grep -q -- "$pattern" "$tmp/err" || fail "strata $* stderr lacks '$pattern': $(cat "$tmp/err")"
+  echo "ok: strata $* -> exit $rc: $(head -c 200 "$tmp/err")"
+}
+case $case_name in
+  help)
+    "$bin" --help | grep -q "train" || fail "strata --help does not list train"
+    "$bin" train --help >"$tmp/h" || fail "strata train --help failed"
+    for opt in --model --data --steps --micro-batch --grad-accum --lr --warmup --precision --seed --out --log-every; do
+      grep -q -- "$opt" "$tmp/h" || fail "strata train --help lacks $opt"
+    done
+    "$bin" bench model --help | grep -q -- "--peer" || fail "strata bench model --help lacks --peer" ;;
+  unknown_option) expect_error 2 "bogus" -- train --bogus 1 ;;
+  bad_value) expect_error 2 "\-\-steps" -- train --steps 12x ;;
+  bad_precision) expect_error 2 "\-\-precision" -- train --precision fp8 ;;
+  bad_size) expect_error 2 "\-\-device-mem" -- train --device-mem lots ;;
+  stray_argument) expect_error 2 "unexpected argument" -- train extra ;;
+  unknown_command) expect_error 2 "unknown command" -- frobnicate ;;
+  missing_data) expect_error 1 "nonexistent" -- train --data /nonexistent/data.bin --steps 1 ;;
+  zero_steps) expect_error 1 "\-\-steps" -- train --steps 0 ;;
+  train_short)
+    "$bin" train --steps 12 --log-every 5 --out "$tmp/run" 2>"$tmp/err" || fail "training failed: $(cat "$tmp/err")"
+    grep -q "tok/s" "$tmp/err" || fail "no progress line"
+    grep -q "ETA" "$tmp/err" || fail "no ETA in the progress line"
+    n=$(wc -l <"$tmp/run/metrics.jsonl"); [[ $n -eq 4 ]] || fail "metrics.jsonl has $n lines, expected 4 (steps 1,5,10,12)"
+    for k in step loss lr tokens_per_s; do grep -q "\"$k\"" "$tmp/run/metrics.jsonl" || fail "metrics lack $k"; done
+    echo "ok: $(tail -1 "$tmp/run/metrics.jsonl")" ;;
+  *) fail "unknown case $case_name" ;;
+esac

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian 12 machine (as root) and builds Strata (Release) into build/.
+# Idempotent: installs only missing packages, reconfigures and rebuilds incrementally.
+#   STRATA_BUILD_DIR (default build), STRATA_CUDA (AUTO|ON|OFF, default AUTO),
+#   STRATA_JOBS (default: number of cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake pkg-config libdnnl-dev liburing-dev libcxxopts-dev libgtest-dev
+          libopenmpi-dev openmpi-bin nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build=${STRATA_BUILD_DIR:-build}
+# nvcc is not on PATH by default where the CUDA toolkit lives in /usr/local/cuda.
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA="${STRATA_CUDA:-AUTO}" >/dev/null
+cmake --build "$build" -j "${STRATA_JOBS:-$(nproc)}"
+echo "setup: built $build/strata"
