@@ -91,15 +91,17 @@ TEST(Trainer, BadInputIsAClearError) {
   }
 }
 
-TEST(AdamW, MatchesHandComputedStep) {
-  float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, -1.0f}, m[2] = {}, v[2] = {};
-  AdamWConfig c{0.9f, 0.999f, 1e-8f, 0.1f};
-  adamw_update(p, g, m, v, 2, 0.01f, 1.0f, c, 0.1f, 1);
-  // t=1: m̂ = g, v̂ = g², update = sign(g) (up to eps) plus decay 0.1·p
-  EXPECT_NEAR(p[0], 1.0f - 0.01f * (1.0f + 0.1f * 1.0f), 1e-6);
-  EXPECT_NEAR(p[1], -2.0f - 0.01f * (-1.0f + 0.1f * -2.0f), 1e-6);
-  EXPECT_NEAR(m[0], 0.05f, 1e-7);
-  EXPECT_NEAR(v[1], 0.001f, 1e-7);  // (1 - 0.999f) is not exact in f32
+// The trainer's optimizer is the fused CPU Adam: every ISA gives bit-identical runs.
+TEST(Trainer, OptimizerIsTheFusedCpuAdamOnEveryIsa) {
+  TrainOptions a = small_run("isa_scalar"), b = small_run("isa_auto");
+  a.steps = b.steps = 6;
+  a.precision = b.precision = DType::bf16;  // exercises the fused bf16 copy-out too
+  a.adam_isa = "scalar";
+  TrainResult ra = train(a), rb = train(b);
+  for (size_t i = 0; i < ra.steps.size(); ++i) EXPECT_EQ(ra.steps[i].loss, rb.steps[i].loss) << i + 1;
+  TrainOptions bad = small_run("isa_bad");
+  bad.adam_isa = "sse9";
+  EXPECT_THROW(train(bad), Error);
 }
 
 TEST(LrSchedule, WarmupThenCosine) {

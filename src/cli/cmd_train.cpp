@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "cpu/adam/adam.h"
 #include "train/trainer.h"
 
 namespace strata::cli {
@@ -42,6 +43,7 @@ int train_main(int argc, char** argv) {
       ("out", "output directory (metrics.jsonl)", str(d.out))
       ("log-every", "steps between logged metrics", s(d.log_every))
       ("threads", "CPU threads for ops (0 = all)", s(d.threads))
+      ("adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))
       ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
@@ -81,6 +83,8 @@ int train_main(int argc, char** argv) {
     t.out = r["out"].as<std::string>();
     t.log_every = gi("log-every");
     t.threads = int(gi("threads"));
+    t.adam_isa = r["adam-isa"].as<std::string>();
+    cpu::parse_adam_isa(t.adam_isa);  // validate now, naming the option
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");

@@ -115,6 +115,9 @@ TensorView GPT2::param(int i) const {
 }
 TensorView GPT2::master_flat() const { return master_.view(DType::f32, {num_params_}); }
 TensorView GPT2::grad_flat() const { return grads_.view(DType::f32, {num_params_}); }
+TensorView GPT2::compute_flat() const {
+  return dtype_ == DType::f32 ? TensorView{} : compute_.view(dtype_, {num_params_});
+}
 
 TensorView GPT2::layer_param(GPT2Param p, int layer) const { return param(int(p)).slice0(layer); }
 TensorView GPT2::layer_grad(GPT2Param p, int layer) const { return grad(int(p)).slice0(layer); }

@@ -33,6 +33,8 @@ class GPT2 {
   TensorView grad(int i) const;
   TensorView master_flat() const;
   TensorView grad_flat() const;
+  // The compute-dtype copy (bf16 runs); empty in f32 runs, where compute = master.
+  TensorView compute_flat() const;
   // Offset in elements of parameter i inside the flat buffers.
   int64_t param_offset(int i) const { return offsets_[size_t(i)]; }
 

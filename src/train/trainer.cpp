@@ -67,7 +67,8 @@ TrainResult train(const TrainOptions& opts) {
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
   model.init_weights(opts.seed);
   AdamW optim(backend, model.num_params(),
-              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay)});
+              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
+               {cpu::parse_adam_isa(opts.adam_isa), opts.threads, 1 << 16}});
   std::vector<AdamW::Group> groups;
   for (size_t i = 0; i < model.param_specs().size(); ++i)
     groups.push_back({model.param_offset(int(i)), model.param_specs()[i].shape.numel(), model.param_specs()[i].weight_decay});
@@ -105,8 +106,9 @@ TrainResult train(const TrainOptions& opts) {
                  "lower --lr, keep --grad-clip on, or try --precision f32");
     const float clip_scale = opts.grad_clip > 0 && norm > opts.grad_clip ? float(opts.grad_clip / norm) : 1.0f;
     const double lr = sched.at(step);
-    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), groups, float(lr), clip_scale, step + 1);
-    model.sync_compute_params();
+    // One fused pass: AdamW on the f32 master and, in bf16 runs, the bf16 compute copy.
+    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data,
+               opts.precision, groups, float(lr), clip_scale, step + 1);
     const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
     if (step == 0) allocations_after_first = backend.budget().allocation_count();
     const double tps = tokens_per_step / step_s;

@@ -1,0 +1,72 @@
+// AVX2 + FMA + F16C kernel: 8 lanes, the scalar reference's operations in the same order.
+#include <immintrin.h>
+
+#include "cpu/adam/adam_kernels.h"
+
+namespace strata::cpu::adam_impl {
+
+namespace {
+
+inline __m256 load_grad8(const void* g, DType t, int64_t i) {
+  if (t == DType::f32) return _mm256_loadu_ps(static_cast<const float*>(g) + i);
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
+  if (t == DType::bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  return _mm256_cvtph_ps(h);
+}
+
+inline __m128i to_bf16x8(__m256 v) {  // round to nearest even, NaN kept (core/dtype.h)
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan, is_nan), 16);
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+}  // namespace
+
+bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
+  const __m256 b1 = _mm256_set1_ps(c.beta1), b2 = _mm256_set1_ps(c.beta2);
+  const __m256 omb1 = _mm256_set1_ps(c.one_minus_beta1), omb2 = _mm256_set1_ps(c.one_minus_beta2);
+  const __m256 step = _mm256_set1_ps(c.step_size), ibc2 = _mm256_set1_ps(c.inv_sqrt_bc2);
+  const __m256 eps = _mm256_set1_ps(c.eps), decay = _mm256_set1_ps(c.decay_mul), l2 = _mm256_set1_ps(c.l2);
+  const __m256 gs = _mm256_set1_ps(c.grad_scale);
+  const __m256i expo = _mm256_set1_epi32(0x7f800000);
+  __m256i bad = _mm256_setzero_si256();
+  auto* out = static_cast<uint16_t*>(t.param_out);
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256 raw = load_grad8(t.grad, t.grad_dtype, i);
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(raw), expo), expo));
+    __m256 p = _mm256_loadu_ps(t.param + i);
+    __m256 g = _mm256_mul_ps(raw, gs);
+    g = _mm256_fmadd_ps(l2, p, g);
+    const __m256 m = _mm256_fmadd_ps(b1, _mm256_loadu_ps(t.m + i), _mm256_mul_ps(omb1, g));
+    const __m256 v = _mm256_fmadd_ps(b2, _mm256_loadu_ps(t.v + i), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    const __m256 d = _mm256_fmadd_ps(_mm256_sqrt_ps(v), ibc2, eps);
+    p = _mm256_fmadd_ps(step, _mm256_div_ps(m, d), _mm256_mul_ps(p, decay));
+    _mm256_storeu_ps(t.param + i, p);
+    _mm256_storeu_ps(t.m + i, m);
+    _mm256_storeu_ps(t.v + i, v);
+    if (out) {
+      const __m128i h = t.out_dtype == DType::bf16 ? to_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    }
+  }
+  bool nonfinite = !_mm256_testz_si256(bad, bad);
+  if (i < end) nonfinite |= kernel_scalar(t, i, end, c);
+  return nonfinite;
+}
+
+void stream_bound_avx2(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end) {
+  const __m256 a = _mm256_set1_ps(1e-7f), b = _mm256_set1_ps(2e-7f), c = _mm256_set1_ps(3e-7f);
+  for (int64_t i = begin; i + 8 <= end; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    _mm256_storeu_ps(p + i, _mm256_fmadd_ps(x, a, _mm256_loadu_ps(p + i)));
+    _mm256_storeu_ps(m + i, _mm256_fmadd_ps(x, b, _mm256_loadu_ps(m + i)));
+    _mm256_storeu_ps(v + i, _mm256_fmadd_ps(x, c, _mm256_loadu_ps(v + i)));
+  }
+}
+
+}  // namespace strata::cpu::adam_impl
