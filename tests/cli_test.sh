@@ -35,5 +35,13 @@ case $case_name in
     n=$(wc -l <"$tmp/run/metrics.jsonl"); [[ $n -eq 4 ]] || fail "metrics.jsonl has $n lines, expected 4 (steps 1,5,10,12)"
     for k in step loss lr tokens_per_s; do grep -q "\"$k\"" "$tmp/run/metrics.jsonl" || fail "metrics lack $k"; done
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl")" ;;
+  bench_adam_smoke)
+    "$bin" bench adam --sizes 1M,3000001 --repeats 1 --peer none >"$tmp/out" 2>"$tmp/err" || fail "bench adam failed: $(cat "$tmp/err")"
+    last=$(tail -1 "$tmp/out")
+    for k in params_per_s gbytes_per_s bound_gbytes_per_s bound_ratio; do
+      grep -q "\"$k\"" <<<"$last" || fail "bench adam JSON lacks $k: $last"
+    done
+    echo "ok: $(head -c 200 <<<"$last")" ;;
+  bad_adam_isa) expect_error 2 "\-\-adam-isa" -- train --adam-isa sse9 ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernel: 8 lanes, the scalar reference's operations in the same order.
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "cpu/adam/adam_kernels.h"
 
 namespace strata::cpu::adam_impl {
@@ -35,6 +37,9 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
   const __m256i expo = _mm256_set1_epi32(0x7f800000);
   __m256i bad = _mm256_setzero_si256();
   auto* out = static_cast<uint16_t*>(t.param_out);
+  // The copy-out is write-only: non-temporal stores skip the read-for-ownership of its
+  // lines (2 of the 32 bytes a parameter would otherwise move) when it is 16-byte aligned.
+  const bool stream = out && (reinterpret_cast<uintptr_t>(out + begin) & 15) == 0;
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     const __m256 raw = load_grad8(t.grad, t.grad_dtype, i);
@@ -51,9 +56,13 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
     _mm256_storeu_ps(t.v + i, v);
     if (out) {
       const __m128i h = t.out_dtype == DType::bf16 ? to_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+      if (stream)
+        _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), h);
+      else
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
     }
   }
+  if (stream) _mm_sfence();  // order the streamed stores before the caller reads them
   bool nonfinite = !_mm256_testz_si256(bad, bad);
   if (i < end) nonfinite |= kernel_scalar(t, i, end, c);
   return nonfinite;

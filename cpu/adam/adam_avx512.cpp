@@ -1,6 +1,8 @@
 // AVX-512F kernel: 16 lanes, the scalar reference's operations in the same order.
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "cpu/adam/adam_kernels.h"
 
 namespace strata::cpu::adam_impl {
@@ -35,6 +37,8 @@ bool kernel_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Const
   const __m512i expo = _mm512_set1_epi32(0x7f800000);
   __mmask16 bad = 0;
   auto* out = static_cast<uint16_t*>(t.param_out);
+  // Non-temporal copy-out when 32-byte aligned (see adam_avx2.cpp).
+  const bool stream = out && (reinterpret_cast<uintptr_t>(out + begin) & 31) == 0;
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512 raw = load_grad16(t.grad, t.grad_dtype, i);
@@ -51,9 +55,13 @@ bool kernel_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Const
     _mm512_storeu_ps(t.v + i, v);
     if (out) {
       const __m256i h = t.out_dtype == DType::bf16 ? to_bf16x16(p) : _mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
+      if (stream)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + i), h);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
     }
   }
+  if (stream) _mm_sfence();
   bool nonfinite = bad != 0;
   if (i < end) nonfinite |= kernel_scalar(t, i, end, c);
   return nonfinite;

@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/bench_adam.h"
 #include "bench/bench_model.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "cpu/adam/adam.h"
 
 namespace strata::cli {
 
@@ -56,12 +58,63 @@ static int bench_model_main(int argc, char** argv) {
   return bench::run_model_bench(b);
 }
 
+static int bench_adam_main(int argc, char** argv) {
+  cxxopts::Options o("strata bench adam", "Fused CPU Adam against this machine's memory bound and DeepSpeed's CPU Adam.");
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()
+      ("sizes", "comma-separated parameter counts (K/M/G suffixes are binary)", str("64M,256M"))
+      ("threads", "threads (0 = all)", str("0"))
+      ("repeats", "timed repetitions (the best is reported)", str("5"))
+      ("isa", "auto | scalar | avx2 | avx512", str("auto"))
+      ("pin", "pin threads to physical cores")
+      ("peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))
+      ("h,help", "show this help");
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return usage_error("bench adam", e.what());
+  }
+  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
+  if (!r.unmatched().empty()) return usage_error("bench adam", "unexpected argument '" + r.unmatched().front() + "'");
+  bench::AdamBenchOptions b;
+  try {
+    b.sizes.clear();
+    std::string s = r["sizes"].as<std::string>() + ",";
+    for (size_t pos; (pos = s.find(',')) != std::string::npos; s.erase(0, pos + 1)) {
+      std::string item = s.substr(0, pos);
+      if (item.empty()) continue;
+      long long mult = 1;
+      const char u = item.back();
+      if (u == 'K' || u == 'M' || u == 'G') {
+        mult = u == 'K' ? 1ll << 10 : u == 'M' ? 1ll << 20 : 1ll << 30;
+        item.pop_back();
+      }
+      const long long n = parse_int(item, "--sizes") * mult;
+      if (n <= 0) return usage_error("bench adam", "--sizes: sizes must be positive");
+      b.sizes.push_back(n);
+    }
+    b.threads = int(parse_int(r["threads"].as<std::string>(), "--threads"));
+    b.repeats = int(parse_int(r["repeats"].as<std::string>(), "--repeats"));
+    b.isa = r["isa"].as<std::string>();
+    cpu::parse_adam_isa(b.isa);
+    b.pin = r.count("pin") > 0;
+    b.peer = r["peer"].as<std::string>();
+  } catch (const Error& e) {
+    return usage_error("bench adam", e.what_failed());
+  }
+  if (b.sizes.empty() || b.repeats < 1) return usage_error("bench adam", "need at least one size and one repeat");
+  return bench::run_adam_bench(b);
+}
+
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::puts("usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n");
+    std::puts("usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
+              "  adam    fused CPU Adam against the memory bound and DeepSpeed\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "adam")) return bench_adam_main(argc - 1, argv + 1);
   return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
 }
 

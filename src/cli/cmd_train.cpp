@@ -6,7 +6,6 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
-#include "cpu/adam/adam.h"
 #include "train/trainer.h"
 
 namespace strata::cli {
@@ -84,7 +83,8 @@ int train_main(int argc, char** argv) {
     t.log_every = gi("log-every");
     t.threads = int(gi("threads"));
     t.adam_isa = r["adam-isa"].as<std::string>();
-    cpu::parse_adam_isa(t.adam_isa);  // validate now, naming the option
+    if (t.adam_isa != "auto" && t.adam_isa != "scalar" && t.adam_isa != "avx2" && t.adam_isa != "avx512")
+      return usage_error("train", "--adam-isa: '" + t.adam_isa + "' is not auto, scalar, avx2 or avx512");
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");

@@ -23,6 +23,7 @@ static const char* kUsage =
     "commands:\n"
     "  train        train a GPT-2 model (bare 'strata train' trains the embedded default)\n"
     "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
+    "  bench adam   the fused CPU Adam against the memory bound and DeepSpeed\n"
     "\n"
     "'strata <command> --help' lists a command's options.\n";
 

@@ -1,0 +1,66 @@
+// Harness timing DeepSpeed's CPU Adam (csrc/adam/cpu_adam_impl.cpp) on raw arrays, for
+// `strata bench adam --peer`. This file is Strata's; DeepSpeed's sources are compiled in
+// from a checkout given to build_ds_cpu_adam.sh and are never committed here.
+//
+//   ds_cpu_adam_bench N THREADS REPEATS plain|copy
+// plain: Adam_Optimizer::Step_8 (DeepSpeed's fastest entry point) on f32 params/grads/states.
+// copy : the same step followed by a separate f32->bf16 (round-to-nearest-even) pass, as
+//        DeepSpeed does since it removed its fused copy-out in 2024.
+// Prints one JSON line: {"params_per_s": ...}.
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu_adam_impl.cpp"  // DeepSpeed's kernel, from -I DeepSpeed/csrc/adam
+
+static float* alloc(size_t n) {
+  void* p = mmap(nullptr, n * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) std::exit(2);
+  madvise(p, n * 4, MADV_HUGEPAGE);
+  return static_cast<float*>(p);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s N THREADS REPEATS plain|copy\n", argv[0]);
+    return 2;
+  }
+  const size_t n = std::strtoull(argv[1], nullptr, 10);
+  const int threads = std::atoi(argv[2]), repeats = std::atoi(argv[3]);
+  const bool copy = !std::strcmp(argv[4], "copy");
+  omp_set_num_threads(threads);
+  float *p = alloc(n), *g = alloc(n), *m = alloc(n), *v = alloc(n);
+  uint16_t* out = reinterpret_cast<uint16_t*>(alloc(n / 2 + 1));
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = float(i % 1000) * 1e-3f - 0.5f;
+    g[i] = float(i % 777) * 1e-5f - 3e-3f;
+    m[i] = 0, v[i] = 0;
+    if (i % 2 == 0) out[i / 2] = 0;
+  }
+  Adam_Optimizer opt(1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, true);
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    opt.IncrementStep(size_t(r + 1), 0.9f, 0.999f);
+    opt.update_state(1e-4f, 1e-8f, 0.01f, true);
+    opt.Step_8<float, float>(p, g, m, v, n);
+    if (copy) {
+#pragma omp parallel for schedule(static)
+      for (size_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, &p[i], 4);
+        out[i] = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      }
+    }
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = dt < best ? dt : best;
+  }
+  std::printf("{\"params_per_s\": %.6e, \"step_s\": %.6e, \"mode\": \"%s\", \"threads\": %d}\n", double(n) / best, best,
+              copy ? "copy" : "plain", threads);
+  return 0;
+}
