@@ -46,7 +46,9 @@ struct AdamCase {
     std::vector<float> g(static_cast<size_t>(n));
     for (auto& x : g) x = 0.1f * r.next();
     graw.assign(size_t(n) + 2 * kGuard, kSentinel);
-    if (gd == DType::f32) {
+    if (n == 0) {
+      // nothing to copy (memcpy from a null pointer is undefined even for 0 bytes)
+    } else if (gd == DType::f32) {
       std::memcpy(&graw[kGuard], g.data(), size_t(n) * 4);
     } else {
       convert(reinterpret_cast<uint16_t*>(&graw[kGuard]), gd, g.data(), DType::f32, size_t(n));

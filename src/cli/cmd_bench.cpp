@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bench/bench_adam.h"
+#include "bench/bench_comm.h"
 #include "bench/bench_model.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -107,14 +108,47 @@ static int bench_adam_main(int argc, char** argv) {
   return bench::run_adam_bench(b);
 }
 
+static int bench_comm_main(int argc, char** argv) {
+  cxxopts::Options o("strata bench comm", "Bus bandwidth of each collective (run under mpirun -np N).");
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()
+      ("min-bytes", "smallest message", str("1024"))
+      ("max-bytes", "largest message (sizes step by 4x)", str("64MiB"))
+      ("iters", "timed calls per size (the best is reported)", str("10"))
+      ("warmup", "untimed calls per size", str("2"))
+      ("h,help", "show this help");
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return usage_error("bench comm", e.what());
+  }
+  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
+  if (!r.unmatched().empty()) return usage_error("bench comm", "unexpected argument '" + r.unmatched().front() + "'");
+  bench::CommBenchOptions b;
+  try {
+    b.min_bytes = (long long)parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
+    b.max_bytes = (long long)parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
+    b.iters = int(parse_int(r["iters"].as<std::string>(), "--iters"));
+    b.warmup = int(parse_int(r["warmup"].as<std::string>(), "--warmup"));
+  } catch (const Error& e) {
+    return usage_error("bench comm", e.what_failed());
+  }
+  if (b.min_bytes < 4 || b.max_bytes < b.min_bytes || b.iters < 1)
+    return usage_error("bench comm", "need 4 <= --min-bytes <= --max-bytes and --iters >= 1");
+  return bench::run_comm_bench(b);
+}
+
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::puts("usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
-              "  adam    fused CPU Adam against the memory bound and DeepSpeed\n");
+              "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
+              "  comm    bus bandwidth of each collective (under mpirun)\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "adam")) return bench_adam_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "comm")) return bench_comm_main(argc - 1, argv + 1);
   return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
 }
 

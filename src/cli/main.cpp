@@ -24,6 +24,7 @@ static const char* kUsage =
     "  train        train a GPT-2 model (bare 'strata train' trains the embedded default)\n"
     "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
     "  bench adam   the fused CPU Adam against the memory bound and DeepSpeed\n"
+    "  bench comm   bus bandwidth of each collective (run under mpirun -np N)\n"
     "\n"
     "'strata <command> --help' lists a command's options.\n";
 

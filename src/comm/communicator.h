@@ -1,0 +1,79 @@
+// Collectives across data-parallel ranks, on typed spans (element counts, never bytes).
+//
+// Every implementation counts the elements this rank sends, by the ring algorithms'
+// volumes that nccl-tests' bus bandwidth is defined by (N ranks, `count` elements):
+//   all_reduce      2·(N-1)/N·count      reduce_scatter  (N-1)·count_out
+//   all_gather      (N-1)·count_in       broadcast       count (pipelined ring)
+// so ZeRO's communication volume is measured, not computed (S3 accounting tests).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace strata {
+
+enum class ReduceOp { sum, max, min };
+enum class CommType { f32, f64, i32, i64, u8 };
+
+template <typename T>
+constexpr CommType comm_type_of();
+template <> constexpr CommType comm_type_of<float>() { return CommType::f32; }
+template <> constexpr CommType comm_type_of<double>() { return CommType::f64; }
+template <> constexpr CommType comm_type_of<int32_t>() { return CommType::i32; }
+template <> constexpr CommType comm_type_of<int64_t>() { return CommType::i64; }
+template <> constexpr CommType comm_type_of<uint8_t>() { return CommType::u8; }
+std::string_view comm_type_name(CommType t);
+
+struct CommCounters {
+  uint64_t elements_sent = 0;  // by the ring volumes above
+  uint64_t calls = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string host() const = 0;
+
+  template <typename T>
+  void all_reduce(std::span<T> data, ReduceOp op = ReduceOp::sum) {
+    do_all_reduce(data.data(), comm_type_of<T>(), data.size(), op);
+  }
+  // in has size()·out.size() elements; rank r receives the reduced block r.
+  template <typename T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out) {
+    check_blocks("reduce_scatter", in.size(), out.size());
+    do_reduce_scatter(in.data(), out.data(), comm_type_of<T>(), out.size());
+  }
+  // out has size()·in.size() elements; block r is rank r's input.
+  template <typename T>
+  void all_gather(std::span<const T> in, std::span<T> out) {
+    check_blocks("all_gather", out.size(), in.size());
+    do_all_gather(in.data(), out.data(), comm_type_of<T>(), in.size());
+  }
+  template <typename T>
+  void broadcast(std::span<T> data, int root) {
+    do_broadcast(data.data(), comm_type_of<T>(), data.size(), root);
+  }
+  virtual void barrier() = 0;
+
+  const CommCounters& counters() const { return counters_; }
+  void reset_counters() { counters_ = {}; }
+
+ protected:
+  virtual void do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) = 0;
+  virtual void do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) = 0;
+  virtual void do_all_gather(const void* in, void* out, CommType t, size_t count_in) = 0;
+  virtual void do_broadcast(void* data, CommType t, size_t count, int root) = 0;
+  void count_sent(double elements) {
+    counters_.elements_sent += uint64_t(elements + 0.5);
+    ++counters_.calls;
+  }
+
+ private:
+  void check_blocks(const char* op, size_t whole, size_t block) const;
+  CommCounters counters_;
+};
+
+}  // namespace strata

@@ -1,0 +1,191 @@
+#include "comm/mpi_comm.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <thread>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+
+MPI_Datatype mpi_type(CommType t) {
+  switch (t) {
+    case CommType::f32: return MPI_FLOAT;
+    case CommType::f64: return MPI_DOUBLE;
+    case CommType::i32: return MPI_INT32_T;
+    case CommType::i64: return MPI_INT64_T;
+    case CommType::u8: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+std::string mpi_error_string(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  return std::string(buf, size_t(len));
+}
+
+#define STRATA_MPI_CHECK(call, what)                                                              \
+  do {                                                                                            \
+    int strata_rc_ = (call);                                                                      \
+    if (strata_rc_ != MPI_SUCCESS) [[unlikely]]                                                   \
+      ::strata::throw_error(std::string(what) + ": " #call " failed: " + mpi_error_string(strata_rc_), \
+                            "check that every rank is alive and the network between hosts works"); \
+  } while (0)
+
+// MPI is initialised once per process and finalized at exit (after all communicators).
+struct MpiRuntime {
+  bool we_initialised = false;
+  MpiRuntime() {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+      int provided = 0;
+      STRATA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI start-up");
+      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED,
+                   "the MPI library provides thread level " + std::to_string(provided) + ", below MPI_THREAD_SERIALIZED",
+                   "use an MPI built with thread support (Debian's OpenMPI is)");
+      we_initialised = true;
+    }
+  }
+  ~MpiRuntime() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (we_initialised && !finalized) MPI_Finalize();
+  }
+};
+
+MpiRuntime& runtime() {
+  static MpiRuntime rt;
+  return rt;
+}
+
+}  // namespace
+
+bool MpiComm::launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+MpiComm::MpiComm(MpiCommOptions opts) : opts_(opts) {
+  runtime();
+  STRATA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "creating the communicator");
+  // Errors come back as return codes (checked on every call), never abort inside MPI.
+  STRATA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "creating the communicator");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  host_ = name;
+}
+
+MpiComm::~MpiComm() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::string MpiComm::describe(Kind kind, CommType t, size_t count) const {
+  static const char* names[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"};
+  return std::string(names[int(kind)]) + " of " + std::to_string(count) + " " + std::string(comm_type_name(t)) +
+         " (call #" + std::to_string(seq_) + ") on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+         " (host " + host_ + ")";
+}
+
+void MpiComm::wait(MPI_Request& req, const std::string& what) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::duration<double>(opts_.timeout_s);
+  int done = 0;
+  for (int spins = 0;; ++spins) {
+    STRATA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    if (clock::now() > deadline) {
+      throw_error(what + " did not complete within " + std::to_string(int(opts_.timeout_s)) + " s",
+                  "another rank has died, hung, or is in a different collective; check the other ranks' logs "
+                  "(the timeout is --comm-timeout)");
+    }
+    // Spin briefly for latency, then back off so a waiting rank does not steal a core.
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 100000 ? 1000 : 50));
+  }
+}
+
+void MpiComm::agree(Kind kind, CommType t, size_t count, int64_t extra) {
+  ++seq_;
+  STRATA_CHECK(count <= size_t(INT32_MAX), describe(kind, t, count) + ": count exceeds MPI's int limit",
+               "split the buffer (lower --sub-group-size)");
+  if (!opts_.validate || size_ == 1) return;
+  // max and -min of the signature in one reduction: they differ iff some rank disagrees.
+  int64_t sig[4] = {int64_t(kind), int64_t(t), int64_t(count), extra};
+  int64_t both[8], out[8];
+  for (int i = 0; i < 4; ++i) both[i] = sig[i], both[4 + i] = -sig[i];
+  const std::string what = describe(kind, t, count);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Iallreduce(both, out, 8, MPI_INT64_T, MPI_MAX, comm_, &req), what);
+  wait(req, what + " (agreement check)");
+  for (int i = 0; i < 4; ++i)
+    if (out[i] != -out[4 + i])
+      throw_error("collective mismatch: " + what + ", but another rank called a different collective or count",
+                  "every rank must issue the same collectives in the same order with the same sizes; "
+                  "this is a bug in the caller");
+}
+
+void MpiComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
+  agree(Kind::all_reduce, t, count, int64_t(op));
+  const std::string what = describe(Kind::all_reduce, t, count);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req), what);
+  wait(req, what);
+  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count));
+}
+
+void MpiComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) {
+  agree(Kind::reduce_scatter, t, count_out, 0);
+  const std::string what = describe(Kind::reduce_scatter, t, count_out);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req), what);
+  wait(req, what);
+  count_sent(double(size_ - 1) * double(count_out));
+}
+
+void MpiComm::do_all_gather(const void* in, void* out, CommType t, size_t count_in) {
+  agree(Kind::all_gather, t, count_in, 0);
+  const std::string what = describe(Kind::all_gather, t, count_in);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req), what);
+  wait(req, what);
+  count_sent(double(size_ - 1) * double(count_in));
+}
+
+void MpiComm::do_broadcast(void* data, CommType t, size_t count, int root) {
+  STRATA_CHECK(root >= 0 && root < size_, "broadcast from rank " + std::to_string(root), "the root must be a valid rank");
+  agree(Kind::broadcast, t, count, root);
+  const std::string what = describe(Kind::broadcast, t, count);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Ibcast(data, int(count), mpi_type(t), root, comm_, &req), what);
+  wait(req, what);
+  count_sent(size_ > 1 ? double(count) : 0.0);
+}
+
+void MpiComm::barrier() {
+  agree(Kind::barrier, CommType::u8, 0, 0);
+  const std::string what = describe(Kind::barrier, CommType::u8, 0);
+  MPI_Request req;
+  STRATA_MPI_CHECK(MPI_Ibarrier(comm_, &req), what);
+  wait(req, what);
+}
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+// Collectives over OpenMPI for host buffers (and MPI bootstrap for NCCL).
+//
+// Never a silent hang: every collective is a non-blocking MPI call polled against a
+// deadline (`timeout_s`); one that does not complete in time is an Error naming the
+// collective, its size, the call number, this rank and host. With `validate` on, a cheap
+// agreement check before each collective turns a mismatch (different collective or count
+// on different ranks) into an Error on every rank instead of undefined behaviour.
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace strata {
+
+struct MpiCommOptions {
+  double timeout_s = 300;
+  bool validate = true;
+};
+
+class MpiComm final : public Communicator {
+ public:
+  // Initialises MPI (thread level SERIALIZED or better) on first use; finalized at exit.
+  explicit MpiComm(MpiCommOptions opts = {});
+  ~MpiComm() override;
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string host() const override { return host_; }
+  void barrier() override;
+  MPI_Comm raw() const { return comm_; }
+  // True when launched under mpirun/srun (so a single-rank run needs no MPI at all).
+  static bool launched_by_mpi();
+
+ protected:
+  void do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) override;
+  void do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) override;
+  void do_all_gather(const void* in, void* out, CommType t, size_t count_in) override;
+  void do_broadcast(void* data, CommType t, size_t count, int root) override;
+
+ private:
+  enum class Kind : int64_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, barrier };
+  void agree(Kind kind, CommType t, size_t count, int64_t extra);
+  void wait(MPI_Request& req, const std::string& what);
+  std::string describe(Kind kind, CommType t, size_t count) const;
+
+  MpiCommOptions opts_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::string host_;
+  uint64_t seq_ = 0;
+};
+
+}  // namespace strata
