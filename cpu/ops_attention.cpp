@@ -61,30 +61,6 @@ void scatter_head(T* dst, const float* src, int64_t rows, int64_t hd, int64_t st
   for (int64_t t = 0; t < rows; ++t) convert_from_f32(dst + t * stride, dtype_of<T>(), src + t * hd, size_t(hd));
 }
 
-float row_max(const float* s, int64_t n) {
-  __m256 m = _mm256_set1_ps(-INFINITY);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
-  float mx = simd::hmax8(m);
-  for (; j < n; ++j) mx = std::max(mx, s[j]);
-  return mx;
-}
-
-// s[j] = exp(s[j] - shift) for j < n; returns the sum.
-float exp_shift_sum(float* s, int64_t n, float shift) {
-  const __m256 vs = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
-    _mm256_storeu_ps(s + j, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  float sum = simd::hsum8(acc);
-  for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - shift));
-  return sum;
-}
-
 }  // namespace
 
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws) {
@@ -113,8 +89,8 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
       float* lrow = L + bh * T;
       for (int64_t t = 0; t < T; ++t) {
         float* s = S + t * T;
-        const float mx = row_max(s, t + 1);
-        const float sum = exp_shift_sum(s, t + 1, mx);
+        const float mx = simd::row_max(s, t + 1);
+        const float sum = simd::exp_shift_sum(s, t + 1, mx);
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
         for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
@@ -159,7 +135,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       const float* lrow = L + bh * T;
       for (int64_t t = 0; t < T; ++t) {
         float* p = P + t * T;
-        exp_shift_sum(p, t + 1, lrow[t]);
+        simd::exp_shift_sum(p, t + 1, lrow[t]);
         for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       }
       sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);   // dv = P^T·dO

@@ -193,25 +193,9 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits,
       for (int64_t v = 0; v < Vp; ++v) row[v] = 0;
       continue;
     }
-    float mx = -INFINITY;
-    for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, row[v]);
-    // exp once per element: keep e^(x-max) in the row, then scale by 1/sum.
+    const float mx = simd::row_max(row, vocab);
     const double target_logit = double(row[t]);
-    // exp(x - max) in place, 8 lanes at a time, summed in f32 lanes then f64.
-    const __m256 vmx = _mm256_set1_ps(mx);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t v = 0;
-    for (; v + 8 <= vocab; v += 8) {
-      const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(row + v), vmx));
-      _mm256_storeu_ps(row + v, e);
-      acc = _mm256_add_ps(acc, e);
-    }
-    double sum = simd::hsum8(acc);
-    for (; v < vocab; ++v) {
-      const float e = std::exp(row[v] - mx);
-      row[v] = e;
-      sum += e;
-    }
+    const double sum = simd::exp_shift_sum(row, vocab, mx);  // exp(x - max) in place
     const double lse = double(mx) + std::log(sum);
     ls[n] = float(lse - target_logit);
     total += lse - target_logit;

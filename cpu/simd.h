@@ -3,6 +3,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +80,31 @@ inline float hmax8(__m256 v) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Max of s[0, n).
+inline float row_max(const float* s, int64_t n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
+  float mx = hmax8(m);
+  for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  return mx;
+}
+
+// s[j] = exp(s[j] - shift) for j < n, in place; returns the sum (softmax numerators).
+inline float exp_shift_sum(float* s, int64_t n, float shift) {
+  const __m256 vs = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+    _mm256_storeu_ps(s + j, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  float sum = hsum8(acc);
+  for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - shift));
+  return sum;
 }
 
 // Applies f (on __m256 lanes) to n elements: full vectors in place, the tail through a

@@ -31,13 +31,7 @@ static int bench_model_main(int argc, char** argv) {
       ("python", "python with torch for the peer", str(d.python))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
-  try {
-    r = o.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    return usage_error("bench model", e.what());
-  }
-  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
-  if (!r.unmatched().empty()) return usage_error("bench model", "unexpected argument '" + r.unmatched().front() + "'");
+  if (auto done = parse_options(o, argc, argv, "bench model", r)) return *done;
   bench::ModelBenchOptions b;
   try {
     auto gi = [&](const char* k) { return int(parse_int(r[k].as<std::string>(), std::string("--") + k)); };
@@ -71,13 +65,7 @@ static int bench_adam_main(int argc, char** argv) {
       ("peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
-  try {
-    r = o.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    return usage_error("bench adam", e.what());
-  }
-  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
-  if (!r.unmatched().empty()) return usage_error("bench adam", "unexpected argument '" + r.unmatched().front() + "'");
+  if (auto done = parse_options(o, argc, argv, "bench adam", r)) return *done;
   bench::AdamBenchOptions b;
   try {
     b.sizes.clear();
@@ -118,13 +106,7 @@ static int bench_comm_main(int argc, char** argv) {
       ("warmup", "untimed calls per size", str("2"))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
-  try {
-    r = o.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    return usage_error("bench comm", e.what());
-  }
-  if (r.count("help")) return std::fputs(o.help().c_str(), stdout), 0;
-  if (!r.unmatched().empty()) return usage_error("bench comm", "unexpected argument '" + r.unmatched().front() + "'");
+  if (auto done = parse_options(o, argc, argv, "bench comm", r)) return *done;
   bench::CommBenchOptions b;
   try {
     b.min_bytes = (long long)parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");

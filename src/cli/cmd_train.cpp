@@ -46,16 +46,7 @@ int train_main(int argc, char** argv) {
       ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
-  try {
-    r = o.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    return usage_error("train", e.what());
-  }
-  if (r.count("help")) {
-    std::fputs(o.help().c_str(), stdout);
-    return 0;
-  }
-  if (!r.unmatched().empty()) return usage_error("train", "unexpected argument '" + r.unmatched().front() + "'");
+  if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
   TrainOptions t;
   try {
     auto gi = [&](const char* k) { return parse_int(r[k].as<std::string>(), std::string("--") + k); };

@@ -13,6 +13,20 @@ int usage_error(const char* cmd, const std::string& message) {
   return 2;
 }
 
+std::optional<int> parse_options(cxxopts::Options& o, int argc, char** argv, const char* cmd, cxxopts::ParseResult& r) {
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    return usage_error(cmd, e.what());
+  }
+  if (r.count("help")) {
+    std::fputs(o.help().c_str(), stdout);
+    return 0;
+  }
+  if (!r.unmatched().empty()) return usage_error(cmd, "unexpected argument '" + r.unmatched().front() + "'");
+  return std::nullopt;
+}
+
 }  // namespace strata::cli
 
 static const char* kUsage =
