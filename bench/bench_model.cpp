@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -102,27 +103,47 @@ int run_model_bench(const ModelBenchOptions& o) {
                "--peer torch: '" + o.python + "' cannot import torch", "apt-get install python3-torch libopenblas0-openmp");
   std::printf("bench model: GPT-2 L=%d d=%d heads=%d vocab=%d, B=%d T=%d, %d threads, %.1f GFLOP/token-step\n",
               cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
-  std::printf("%-6s %14s %12s %14s %12s %8s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s", "ratio");
+  std::printf("%-6s %14s %12s %14s %12s %10s %14s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s", "ratio",
+              "vs torch best");
   nlohmann::json result = {{"bench", "model"}, {"threads", threads}, {"batch", o.micro_batch}, {"seq_len", o.seq_len},
                            {"flops_per_token", fpt}};
-  std::string p = o.precisions + ",";
-  for (size_t pos = 0; (pos = p.find(',')) != std::string::npos; p.erase(0, pos + 1)) {
-    const std::string name = p.substr(0, pos);
-    if (name.empty()) continue;
-    const DType dt = parse_dtype(name);
-    const Measured m = measure_strata(cfg, o, dt);
+  auto split = [](std::string s) {
+    std::vector<std::string> out;
+    s += ",";
+    for (size_t pos; (pos = s.find(',')) != std::string::npos; s.erase(0, pos + 1))
+      if (pos) out.push_back(s.substr(0, pos));
+    return out;
+  };
+  const auto peer_list = split(o.peer_precisions);
+  struct Row {
+    std::string name;
+    Measured m;
+    double peer;
+  };
+  std::vector<Row> rows;
+  double torch_best = -1;
+  std::string torch_best_name, note;
+  for (const std::string& name : split(o.precisions)) {
+    const Measured m = measure_strata(cfg, o, parse_dtype(name));
     double peer = -1;
-    std::string note;
-    if (want_peer) peer = measure_torch(o, config_path, name, threads, note);
-    const double ratio = peer > 0 ? m.tokens_per_s / peer : 0;
-    std::printf("%-6s %14.1f %12.1f %14.1f %12.1f %8.2f\n", name.c_str(), m.tokens_per_s, m.tokens_per_s * fpt * 1e-9,
-                peer, peer > 0 ? peer * fpt * 1e-9 : 0.0, ratio);
-    if (peer <= 0 && want_peer) std::printf("  torch peer: %s\n", note.c_str());
-    result[name] = {{"tokens_per_s", m.tokens_per_s}, {"gflops", m.tokens_per_s * fpt * 1e-9}, {"step_s", m.step_s}};
-    if (peer > 0)
-      result[name]["torch_tokens_per_s"] = peer, result[name]["torch_gflops"] = peer * fpt * 1e-9,
-      result[name]["ratio_vs_torch"] = ratio, result[name]["torch_blas"] = note;
+    if (want_peer && std::find(peer_list.begin(), peer_list.end(), name) != peer_list.end()) {
+      peer = measure_torch(o, config_path, name, threads, note);
+      if (peer <= 0) std::printf("  torch peer (%s): %s\n", name.c_str(), note.c_str());
+      if (peer > torch_best) torch_best = peer, torch_best_name = name;
+    }
+    rows.push_back({name, m, peer});
   }
+  for (const Row& r : rows) {
+    const double ratio = r.peer > 0 ? r.m.tokens_per_s / r.peer : 0;
+    const double vs_best = torch_best > 0 ? r.m.tokens_per_s / torch_best : 0;
+    std::printf("%-6s %14.1f %12.1f %14.1f %12.1f %10.2f %14.2f\n", r.name.c_str(), r.m.tokens_per_s,
+                r.m.tokens_per_s * fpt * 1e-9, r.peer, r.peer > 0 ? r.peer * fpt * 1e-9 : 0.0, ratio, vs_best);
+    auto& j = result[r.name];
+    j = {{"tokens_per_s", r.m.tokens_per_s}, {"gflops", r.m.tokens_per_s * fpt * 1e-9}, {"step_s", r.m.step_s}};
+    if (r.peer > 0) j["torch_tokens_per_s"] = r.peer, j["torch_gflops"] = r.peer * fpt * 1e-9, j["ratio_vs_torch"] = ratio;
+    if (torch_best > 0) j["ratio_vs_torch_fastest"] = vs_best, j["torch_fastest"] = torch_best_name;
+  }
+  if (torch_best > 0) result["torch_blas"] = note;
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -28,6 +28,8 @@ static int bench_model_main(int argc, char** argv) {
       ("threads", "threads (0 = all)", s(d.threads))
       ("precision", "comma-separated list of f32, bf16", str(d.precisions))
       ("peer", "auto | torch | none", str(d.peer))
+      ("peer-precision", "precisions PyTorch also runs in (its bf16 is ~50x slower than its f32 on AVX2)",
+       str(d.peer_precisions))
       ("python", "python with torch for the peer", str(d.python))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
@@ -43,6 +45,7 @@ static int bench_model_main(int argc, char** argv) {
     b.threads = gi("threads");
     b.precisions = r["precision"].as<std::string>();
     b.peer = r["peer"].as<std::string>();
+    b.peer_precisions = r["peer-precision"].as<std::string>();
     b.python = r["python"].as<std::string>();
   } catch (const Error& e) {
     return usage_error("bench model", e.what_failed());
