@@ -16,7 +16,8 @@ case $case_name in
   help)
     "$bin" --help | grep -q "train" || fail "strata --help does not list train"
     "$bin" train --help >"$tmp/h" || fail "strata train --help failed"
-    for opt in --model --data --steps --micro-batch --grad-accum --lr --warmup --precision --seed --out --log-every; do
+    for opt in --model --data --steps --micro-batch --grad-accum --lr --warmup --precision --seed --out --log-every \
+               --adam-isa --pin-threads; do
       grep -q -- "$opt" "$tmp/h" || fail "strata train --help lacks $opt"
     done
     "$bin" bench model --help | grep -q -- "--peer" || fail "strata bench model --help lacks --peer" ;;

@@ -42,6 +42,7 @@ int train_main(int argc, char** argv) {
       ("out", "output directory (metrics.jsonl)", str(d.out))
       ("log-every", "steps between logged metrics", s(d.log_every))
       ("threads", "CPU threads for ops (0 = all)", s(d.threads))
+      ("pin-threads", "pin the OpenMP threads one per physical core")
       ("adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))
       ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
       ("h,help", "show this help");
@@ -74,6 +75,7 @@ int train_main(int argc, char** argv) {
     t.log_every = gi("log-every");
     t.threads = int(gi("threads"));
     t.adam_isa = r["adam-isa"].as<std::string>();
+    t.pin_threads = r.count("pin-threads") > 0;
     if (t.adam_isa != "auto" && t.adam_isa != "scalar" && t.adam_isa != "avx2" && t.adam_isa != "avx512")
       return usage_error("train", "--adam-isa: '" + t.adam_isa + "' is not auto, scalar, avx2 or avx512");
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");

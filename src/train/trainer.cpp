@@ -64,6 +64,8 @@ TrainResult train(const TrainOptions& opts) {
   DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
 
   cpu::CpuBackend backend({opts.device_mem, opts.threads});
+  std::string pinned = "no";
+  if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
   model.init_weights(opts.seed);
   AdamW optim(backend, model.num_params(),
@@ -81,10 +83,15 @@ TrainResult train(const TrainOptions& opts) {
   const double tokens_per_step = double(samples_per_step) * opts.seq_len;
   const bool tty = !opts.quiet && isatty(STDERR_FILENO);
   if (!opts.quiet)
-    std::fprintf(stderr, "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s; %lld steps of %.0f tokens\n",
+    std::fprintf(stderr,
+                 "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s (threads pinned: %s, Adam: %s); "
+                 "%lld steps of %.0f tokens\n",
                  cfg.n_layer, cfg.n_embd, cfg.n_head, double(model.num_params()) / 1e6,
-                 std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), (long long)opts.steps,
-                 tokens_per_step);
+                 std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
+                 std::string(cpu::adam_isa_name(opts.adam_isa == "auto" ? cpu::adam_default_isa()
+                                                                          : cpu::parse_adam_isa(opts.adam_isa)))
+                     .c_str(),
+                 (long long)opts.steps, tokens_per_step);
 
   TrainResult result;
   result.num_params = model.num_params();
@@ -127,7 +134,7 @@ TrainResult train(const TrainOptions& opts) {
       const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
       std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
-                   format_duration(eta).c_str(), tty && !log_now ? "" : (tty ? "\n" : "\n"));
+                   format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
     }
   }
   result.seconds = std::chrono::duration<double>(clock::now() - t_start).count();

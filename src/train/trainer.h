@@ -29,6 +29,7 @@ struct TrainOptions {
   std::string out = "out";
   int64_t log_every = 10;
   int threads = 0;
+  bool pin_threads = false;        // pin OpenMP threads one per physical core
   std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
   size_t device_mem = size_t(8) << 30;
   bool quiet = false;  // no progress line (tests)
