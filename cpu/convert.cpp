@@ -1,28 +1,13 @@
 #include "cpu/convert.h"
 
+#include "cpu/simd.h"
+
 #include <immintrin.h>
 
 #include <cstring>
 #include <vector>
 
 namespace strata::cpu {
-
-static inline __m256 bf16x8_to_f32(const uint16_t* p) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-static inline __m128i f32x8_to_bf16(__m256 v) {
-  __m256i u = _mm256_castps_si256(v);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-  __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));  // quiet NaN, payload kept
-  __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan, is_nan), 16);
-  // pack 8×u32 (each < 65536) into 8×u16
-  __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
-  return _mm_packus_epi32(lo, hi);
-}
 
 void convert_to_f32(float* dst, const void* src, DType src_t, size_t n) {
   size_t i = 0;
@@ -32,7 +17,7 @@ void convert_to_f32(float* dst, const void* src, DType src_t, size_t n) {
   }
   auto* s = static_cast<const uint16_t*>(src);
   if (src_t == DType::bf16) {
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8_to_f32(s + i));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, simd::load8(reinterpret_cast<const bf16*>(s) + i));
     for (; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
   } else {
     for (; i + 8 <= n; i += 8)
@@ -50,7 +35,7 @@ void convert_from_f32(void* dst, DType dst_t, const float* src, size_t n) {
   auto* d = static_cast<uint16_t*>(dst);
   if (dst_t == DType::bf16) {
     for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), f32x8_to_bf16(_mm256_loadu_ps(src + i)));
+      simd::store8(reinterpret_cast<bf16*>(d) + i, _mm256_loadu_ps(src + i));
     for (; i < n; ++i) d[i] = f32_to_bf16(src[i]);
   } else {
     for (; i + 8 <= n; i += 8)

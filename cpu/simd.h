@@ -18,16 +18,17 @@ inline __m256 load8(const bf16* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
-inline void store8(bf16* p, __m256 v) {
+// 8 lanes rounded to bf16 (round to nearest even; NaN stays a quiet NaN), packed.
+inline __m128i pack_bf16x8(__m256 v) {
   __m256i u = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
   __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
   __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan, is_nan), 16);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
+inline void store8(bf16* p, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), pack_bf16x8(v)); }
 
 // exp(x) for f32 lanes: Cody-Waite range reduction and a degree-6 polynomial (Cephes
 // coefficients); max relative error ~2 ulp over [-87, 88]; underflows to 0, saturates to

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "cpu/adam/adam_kernels.h"
+#include "cpu/simd.h"
 
 namespace strata::cpu::adam_impl {
 
@@ -11,19 +12,8 @@ namespace {
 
 inline __m256 load_grad8(const void* g, DType t, int64_t i) {
   if (t == DType::f32) return _mm256_loadu_ps(static_cast<const float*>(g) + i);
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
-  if (t == DType::bf16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  return _mm256_cvtph_ps(h);
-}
-
-inline __m128i to_bf16x8(__m256 v) {  // round to nearest even, NaN kept (core/dtype.h)
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-  const __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  const __m256i r = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, nan, is_nan), 16);
-  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+  if (t == DType::bf16) return simd::load8(static_cast<const bf16*>(g) + i);
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i)));
 }
 
 }  // namespace
@@ -55,7 +45,7 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
     _mm256_storeu_ps(t.m + i, m);
     _mm256_storeu_ps(t.v + i, v);
     if (out) {
-      const __m128i h = t.out_dtype == DType::bf16 ? to_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
+      const __m128i h = t.out_dtype == DType::bf16 ? simd::pack_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
       if (stream)
         _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), h);
       else
