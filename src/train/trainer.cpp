@@ -15,6 +15,7 @@
 #include "train/data_loader.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
+#include "zero/partition.h"
 
 #ifndef STRATA_SOURCE_DIR
 #define STRATA_SOURCE_DIR "."
@@ -102,7 +103,9 @@ TrainResult train(const TrainOptions& opts) {
     model.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < opts.grad_accum; ++micro) {
-      loader.fill(step * samples_per_step + int64_t(micro) * opts.micro_batch, opts.micro_batch, inputs, targets);
+      // The global batch's samples, as every world size will split them (single rank here).
+      loader.fill(zero::first_sample(step, 0, 1, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch, inputs,
+                  targets);
       model.forward(inputs);
       loss += model.backward(targets, 1.0f / float(opts.grad_accum)) / opts.grad_accum;
     }
