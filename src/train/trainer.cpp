@@ -67,11 +67,15 @@ TrainResult train(const TrainOptions& opts) {
   cpu::CpuBackend backend({opts.device_mem, opts.threads});
   std::string pinned = "no";
   if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
+  const cpu::AdamIsa isa = cpu::parse_adam_isa(opts.adam_isa) == cpu::AdamIsa::automatic
+                               ? cpu::adam_default_isa()
+                               : cpu::parse_adam_isa(opts.adam_isa);
+  STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
+               "use --adam-isa auto");
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
   model.init_weights(opts.seed);
   AdamW optim(backend, model.num_params(),
-              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
-               {cpu::parse_adam_isa(opts.adam_isa), opts.threads, 1 << 16}});
+              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, opts.threads, 1 << 16}});
   std::vector<AdamW::Group> groups;
   for (size_t i = 0; i < model.param_specs().size(); ++i)
     groups.push_back({model.param_offset(int(i)), model.param_specs()[i].shape.numel(), model.param_specs()[i].weight_decay});
@@ -89,13 +93,12 @@ TrainResult train(const TrainOptions& opts) {
                  "%lld steps of %.0f tokens\n",
                  cfg.n_layer, cfg.n_embd, cfg.n_head, double(model.num_params()) / 1e6,
                  std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
-                 std::string(cpu::adam_isa_name(opts.adam_isa == "auto" ? cpu::adam_default_isa()
-                                                                          : cpu::parse_adam_isa(opts.adam_isa)))
-                     .c_str(),
+                 std::string(cpu::adam_isa_name(isa)).c_str(),
                  (long long)opts.steps, tokens_per_step);
 
   TrainResult result;
   result.num_params = model.num_params();
+  result.steps.reserve(size_t(opts.steps));  // no host allocation inside the step either
   size_t allocations_after_first = 0;
   double smoothed_tps = 0;
   for (int64_t step = 0; step < opts.steps; ++step) {
