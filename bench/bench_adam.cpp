@@ -1,5 +1,6 @@
 #include "bench/bench_adam.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,11 +40,19 @@ std::string default_peer() {
   return std::filesystem::exists(fixed) ? fixed : "";
 }
 
+// The process's CPU set before --pin narrowed this thread to one CPU; the peer is started
+// with it, since a child inherits the starting thread's affinity.
+cpu_set_t g_unpinned;
+
 // Runs the DeepSpeed harness; returns params/s or a negative value with `note` set.
 double run_peer(const std::string& exe, long long n, int threads, int repeats, const std::string& mode, std::string& note) {
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) + " " + exe + " " + std::to_string(n) + " " +
                           std::to_string(threads) + " " + std::to_string(repeats) + " " + mode + " 2>&1";
+  cpu_set_t mine;
+  sched_getaffinity(0, sizeof mine, &mine);
+  sched_setaffinity(0, sizeof g_unpinned, &g_unpinned);
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  sched_setaffinity(0, sizeof mine, &mine);
   if (!p) return note = "popen failed", -1;
   std::string out;
   std::array<char, 4096> buf;
@@ -69,6 +78,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
 #endif
   ao.threads = threads;
   std::string pinned = "no";
+  sched_getaffinity(0, sizeof g_unpinned, &g_unpinned);
   if (o.pin) pinned = cpu::pin_threads_to_physical_cores(threads);
   const std::string peer = o.peer == "auto" ? default_peer() : o.peer == "none" ? "" : o.peer;
   const bool wide = ao.isa == cpu::AdamIsa::avx512;
