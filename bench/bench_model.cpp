@@ -17,7 +17,7 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/gpt2.h"
-#include "train/adamw.h"
+#include "zero/adamw.h"
 #include "train/trainer.h"
 
 namespace strata::bench {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-#include "train/adamw.h"
+#include "zero/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
 

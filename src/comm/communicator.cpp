@@ -11,6 +11,7 @@ std::string_view comm_type_name(CommType t) {
     case CommType::i32: return "i32";
     case CommType::i64: return "i64";
     case CommType::u8: return "u8";
+    case CommType::u16: return "u16";
   }
   return "?";
 }

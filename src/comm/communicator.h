@@ -13,7 +13,8 @@
 namespace strata {
 
 enum class ReduceOp { sum, max, min };
-enum class CommType { f32, f64, i32, i64, u8 };
+// u16 carries bf16/f16 payloads through gathers and broadcasts (never reduced).
+enum class CommType { f32, f64, i32, i64, u8, u16 };
 
 template <typename T>
 constexpr CommType comm_type_of();
@@ -22,6 +23,7 @@ template <> constexpr CommType comm_type_of<double>() { return CommType::f64; }
 template <> constexpr CommType comm_type_of<int32_t>() { return CommType::i32; }
 template <> constexpr CommType comm_type_of<int64_t>() { return CommType::i64; }
 template <> constexpr CommType comm_type_of<uint8_t>() { return CommType::u8; }
+template <> constexpr CommType comm_type_of<uint16_t>() { return CommType::u16; }
 std::string_view comm_type_name(CommType t);
 
 struct CommCounters {

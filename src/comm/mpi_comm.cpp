@@ -20,6 +20,7 @@ MPI_Datatype mpi_type(CommType t) {
     case CommType::i32: return MPI_INT32_T;
     case CommType::i64: return MPI_INT64_T;
     case CommType::u8: return MPI_UINT8_T;
+    case CommType::u16: return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }

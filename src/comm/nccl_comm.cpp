@@ -26,6 +26,7 @@ ncclDataType_t nccl_type(CommType t) {
     case CommType::i32: return ncclInt32;
     case CommType::i64: return ncclInt64;
     case CommType::u8: return ncclUint8;
+    case CommType::u16: return ncclBfloat16;  // same width; gathers and broadcasts only
   }
   return ncclUint8;
 }

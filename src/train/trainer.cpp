@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
+#include <span>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
-#include "train/adamw.h"
+#include "comm/communicator.h"
+#include "zero/zero_engine.h"
 #include "train/data_loader.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -74,27 +77,36 @@ TrainResult train(const TrainOptions& opts) {
                "use --adam-isa auto");
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
   model.init_weights(opts.seed);
-  AdamW optim(backend, model.num_params(),
-              {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, opts.threads, 1 << 16}});
-  std::vector<AdamW::Group> groups;
-  for (size_t i = 0; i < model.param_specs().size(); ++i)
-    groups.push_back({model.param_offset(int(i)), model.param_specs()[i].shape.numel(), model.param_specs()[i].weight_decay});
+  // The optimizer runs inside the ZeRO engine, on whatever this rank owns.
+  zero::ModelBuffers buffers{model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data,
+                             opts.precision, {}, {}};
+  for (size_t i = 0; i < model.param_specs().size(); ++i) {
+    buffers.params.push_back({model.param_specs()[i].name, 0, model.param_offset(int(i)), model.param_specs()[i].shape.numel()});
+    buffers.weight_decay.push_back(model.param_specs()[i].weight_decay);
+  }
+  zero::ZeroEngine engine(backend, opts.comm, opts.zero_stage, opts.sub_group_size, std::move(buffers),
+                          {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
+                           {isa, opts.threads, 1 << 16}});
   const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
-  MetricsLog metrics(opts.out);
+  const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
+  const bool lead = rank == 0;  // rank 0 reports for everyone
+  std::unique_ptr<MetricsLog> metrics;
+  if (lead) metrics = std::make_unique<MetricsLog>(opts.out);
 
   const int BT = opts.micro_batch * opts.seq_len;
   std::vector<int32_t> inputs(static_cast<size_t>(BT)), targets(static_cast<size_t>(BT));
-  const int64_t samples_per_step = int64_t(opts.micro_batch) * opts.grad_accum;
+  const int64_t samples_per_step = int64_t(opts.micro_batch) * opts.grad_accum * world;
   const double tokens_per_step = double(samples_per_step) * opts.seq_len;
-  const bool tty = !opts.quiet && isatty(STDERR_FILENO);
-  if (!opts.quiet)
+  const bool quiet = opts.quiet || !lead;
+  const bool tty = !quiet && isatty(STDERR_FILENO);
+  if (!quiet)
     std::fprintf(stderr,
-                 "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s (threads pinned: %s, Adam: %s); "
-                 "%lld steps of %.0f tokens\n",
+                 "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s (threads pinned: %s, Adam: %s), "
+                 "%d rank(s), ZeRO stage %d; %lld steps of %.0f tokens\n",
                  cfg.n_layer, cfg.n_embd, cfg.n_head, double(model.num_params()) / 1e6,
                  std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
-                 std::string(cpu::adam_isa_name(isa)).c_str(),
-                 (long long)opts.steps, tokens_per_step);
+                 std::string(cpu::adam_isa_name(isa)).c_str(), world, opts.zero_stage, (long long)opts.steps,
+                 tokens_per_step);
 
   TrainResult result;
   result.num_params = model.num_params();
@@ -106,37 +118,41 @@ TrainResult train(const TrainOptions& opts) {
     model.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < opts.grad_accum; ++micro) {
-      // The global batch's samples, as every world size will split them (single rank here).
-      loader.fill(zero::first_sample(step, 0, 1, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch, inputs,
-                  targets);
+      // This rank's slice of the step's global batch (the same samples for any world size).
+      loader.fill(zero::first_sample(step, rank, world, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch,
+                  inputs, targets);
       model.forward(inputs);
-      loss += model.backward(targets, 1.0f / float(opts.grad_accum)) / opts.grad_accum;
+      // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
+      loss += model.backward(targets, 1.0f / float(opts.grad_accum * world)) / opts.grad_accum;
     }
-    const double norm = std::sqrt(backend.sum_squares(model.grad_flat()));
+    if (world > 1) {
+      opts.comm->all_reduce(std::span<double>(&loss, 1));
+      loss /= world;
+    }
+    const double norm = engine.reduce_gradients();
     STRATA_CHECK(std::isfinite(loss) && std::isfinite(norm),
                  "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
                      std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
                  "lower --lr, keep --grad-clip on, or try --precision f32");
     const float clip_scale = opts.grad_clip > 0 && norm > opts.grad_clip ? float(opts.grad_clip / norm) : 1.0f;
     const double lr = sched.at(step);
-    // One fused pass: AdamW on the f32 master and, in bf16 runs, the bf16 compute copy.
-    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data,
-               opts.precision, groups, float(lr), clip_scale, step + 1);
+    // One fused pass: AdamW on what this rank owns (and, in bf16 runs, the bf16 copy).
+    engine.step(float(lr), clip_scale, step + 1);
     const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
     if (step == 0) allocations_after_first = backend.budget().allocation_count();
     const double tps = tokens_per_step / step_s;
     smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
     result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3});
     const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
-    if (log_now)
-      metrics.write({{"step", step + 1},
+    if (log_now && metrics)
+      metrics->write({{"step", step + 1},
                      {"loss", loss},
                      {"lr", lr},
                      {"grad_norm", norm},
                      {"tokens_per_s", tps},
                      {"step_ms", step_s * 1e3},
                      {"device_bytes", backend.budget().used()}});
-    if (!opts.quiet && (tty || log_now)) {
+    if (!quiet && (tty || log_now)) {
       const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
       std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
                    tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
@@ -146,9 +162,13 @@ TrainResult train(const TrainOptions& opts) {
   result.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
   result.device_high_water = backend.budget().high_water();
   result.steady_state_allocations = backend.budget().allocation_count() - allocations_after_first;
-  if (!opts.quiet)
+  if (opts.keep_final_params) {
+    const float* p = model.master_flat().as<float>();
+    result.final_params.assign(p, p + model.num_params());
+  }
+  if (!quiet)
     std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n", format_duration(result.seconds).c_str(),
-                 result.steps.front().loss, result.steps.back().loss, metrics.path().c_str());
+                 result.steps.front().loss, result.steps.back().loss, metrics->path().c_str());
   return result;
 }
 

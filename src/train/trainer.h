@@ -10,6 +10,8 @@
 
 namespace strata {
 
+class Communicator;
+
 struct TrainOptions {
   std::string model = "configs/default.json";
   std::string data = "data/default.txt";
@@ -33,6 +35,11 @@ struct TrainOptions {
   std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
   size_t device_mem = size_t(8) << 30;
   bool quiet = false;  // no progress line (tests)
+  // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.
+  int zero_stage = 0;
+  int64_t sub_group_size = 1000000000;  // elements per partitioned sub-group
+  Communicator* comm = nullptr;
+  bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
 
 struct StepRecord {
@@ -46,6 +53,7 @@ struct TrainResult {
   int64_t num_params = 0;
   size_t device_high_water = 0;
   size_t steady_state_allocations = 0;  // allocations after the first step (must be 0)
+  std::vector<float> final_params;      // with keep_final_params: the f32 parameters at the end
 };
 
 // Resolves a default resource path (configs/..., data/...) against the working directory,

@@ -1,4 +1,4 @@
-#include "train/adamw.h"
+#include "zero/adamw.h"
 
 namespace strata {
 
