@@ -6,7 +6,10 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "comm/mpi_comm.h"
 #include "train/trainer.h"
+
+#include <memory>
 
 namespace strata::cli {
 
@@ -45,6 +48,9 @@ int train_main(int argc, char** argv) {
       ("pin-threads", "pin the OpenMP threads one per physical core")
       ("adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))
       ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
+      ("zero-stage", "ZeRO stage: 0 (replicated), 1 (optimizer states partitioned); under mpirun", s(d.zero_stage))
+      ("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))
+      ("comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))
       ("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
@@ -79,8 +85,21 @@ int train_main(int argc, char** argv) {
     if (t.adam_isa != "auto" && t.adam_isa != "scalar" && t.adam_isa != "avx2" && t.adam_isa != "avx512")
       return usage_error("train", "--adam-isa: '" + t.adam_isa + "' is not auto, scalar, avx2 or avx512");
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
+    t.zero_stage = int(gi("zero-stage"));
+    t.sub_group_size = gi("sub-group-size");
+    t.comm_timeout = gd("comm-timeout");
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
+  }
+  if (t.zero_stage < 0 || t.zero_stage > 3)
+    return usage_error("train", "--zero-stage: " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3");
+  if (t.sub_group_size < 1) return usage_error("train", "--sub-group-size must be positive");
+  if (!(t.comm_timeout > 0)) return usage_error("train", "--comm-timeout must be positive");
+  // Under mpirun/srun every rank trains its slice of the global batch.
+  std::unique_ptr<MpiComm> comm;
+  if (MpiComm::launched_by_mpi()) {
+    comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true});
+    t.comm = comm.get();
   }
   train(t);
   return 0;

@@ -16,6 +16,18 @@ std::string_view comm_type_name(CommType t) {
   return "?";
 }
 
+size_t comm_type_size(CommType t) {
+  switch (t) {
+    case CommType::f64:
+    case CommType::i64: return 8;
+    case CommType::f32:
+    case CommType::i32: return 4;
+    case CommType::u16: return 2;
+    case CommType::u8: return 1;
+  }
+  return 1;
+}
+
 void Communicator::check_blocks(const char* op, size_t whole, size_t block) const {
   STRATA_CHECK(whole == block * size_t(size()),
                std::string(op) + ": " + std::to_string(whole) + " elements is not " + std::to_string(size()) +

@@ -28,8 +28,10 @@ std::string_view comm_type_name(CommType t);
 
 struct CommCounters {
   uint64_t elements_sent = 0;  // by the ring volumes above
+  uint64_t bytes_sent = 0;     // the same volumes in bytes of each call's element type
   uint64_t calls = 0;
 };
+size_t comm_type_size(CommType t);
 
 class Communicator {
  public:
@@ -68,8 +70,10 @@ class Communicator {
   virtual void do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) = 0;
   virtual void do_all_gather(const void* in, void* out, CommType t, size_t count_in) = 0;
   virtual void do_broadcast(void* data, CommType t, size_t count, int root) = 0;
-  void count_sent(double elements) {
-    counters_.elements_sent += uint64_t(elements + 0.5);
+  void count_sent(double elements, CommType t) {
+    const uint64_t n = uint64_t(elements + 0.5);
+    counters_.elements_sent += n;
+    counters_.bytes_sent += n * comm_type_size(t);
     ++counters_.calls;
   }
 

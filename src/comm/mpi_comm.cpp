@@ -150,7 +150,7 @@ void MpiComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
   MPI_Request req;
   STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req), what);
   wait(req, what);
-  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count));
+  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count), t);
 }
 
 void MpiComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) {
@@ -159,7 +159,7 @@ void MpiComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t co
   MPI_Request req;
   STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req), what);
   wait(req, what);
-  count_sent(double(size_ - 1) * double(count_out));
+  count_sent(double(size_ - 1) * double(count_out), t);
 }
 
 void MpiComm::do_all_gather(const void* in, void* out, CommType t, size_t count_in) {
@@ -168,7 +168,7 @@ void MpiComm::do_all_gather(const void* in, void* out, CommType t, size_t count_
   MPI_Request req;
   STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req), what);
   wait(req, what);
-  count_sent(double(size_ - 1) * double(count_in));
+  count_sent(double(size_ - 1) * double(count_in), t);
 }
 
 void MpiComm::do_broadcast(void* data, CommType t, size_t count, int root) {
@@ -178,7 +178,7 @@ void MpiComm::do_broadcast(void* data, CommType t, size_t count, int root) {
   MPI_Request req;
   STRATA_MPI_CHECK(MPI_Ibcast(data, int(count), mpi_type(t), root, comm_, &req), what);
   wait(req, what);
-  count_sent(size_ > 1 ? double(count) : 0.0);
+  count_sent(size_ > 1 ? double(count) : 0.0, t);
 }
 
 void MpiComm::barrier() {

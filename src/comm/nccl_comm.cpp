@@ -71,25 +71,25 @@ NcclComm::~NcclComm() {
 void NcclComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
   STRATA_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(t), nccl_op(op), static_cast<ncclComm_t>(comm_),
                                   static_cast<cudaStream_t>(stream_)));
-  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count));
+  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count), t);
 }
 
 void NcclComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) {
   STRATA_NCCL_CHECK(ncclReduceScatter(in, out, count_out, nccl_type(t), ncclSum, static_cast<ncclComm_t>(comm_),
                                       static_cast<cudaStream_t>(stream_)));
-  count_sent(double(size_ - 1) * double(count_out));
+  count_sent(double(size_ - 1) * double(count_out), t);
 }
 
 void NcclComm::do_all_gather(const void* in, void* out, CommType t, size_t count_in) {
   STRATA_NCCL_CHECK(ncclAllGather(in, out, count_in, nccl_type(t), static_cast<ncclComm_t>(comm_),
                                   static_cast<cudaStream_t>(stream_)));
-  count_sent(double(size_ - 1) * double(count_in));
+  count_sent(double(size_ - 1) * double(count_in), t);
 }
 
 void NcclComm::do_broadcast(void* data, CommType t, size_t count, int root) {
   STRATA_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(t), root, static_cast<ncclComm_t>(comm_),
                                   static_cast<cudaStream_t>(stream_)));
-  count_sent(size_ > 1 ? double(count) : 0.0);
+  count_sent(size_ > 1 ? double(count) : 0.0, t);
 }
 
 void NcclComm::barrier() {

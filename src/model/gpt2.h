@@ -53,6 +53,8 @@ class GPT2 {
   void zero_grad();
 
   size_t activation_bytes() const { return act_.bytes(); }
+  size_t param_bytes() const { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy
+  size_t grad_bytes() const { return grads_.bytes(); }
 
  private:
   struct LayerActs {

@@ -18,6 +18,8 @@
 #include "train/data_loader.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
+
+#include <nlohmann/json.hpp>
 #include "zero/partition.h"
 
 #ifndef STRATA_SOURCE_DIR
@@ -108,6 +110,25 @@ TrainResult train(const TrainOptions& opts) {
                  std::string(cpu::adam_isa_name(isa)).c_str(), world, opts.zero_stage, (long long)opts.steps,
                  tokens_per_step);
 
+  // Per-rank model-state bytes by kind, as allocated (rank 0 logs every rank's).
+  const int64_t mine[4] = {int64_t(model.param_bytes() + engine.param_shard_bytes()),
+                           int64_t(model.grad_bytes() + engine.grad_shard_bytes()),
+                           int64_t(engine.optimizer_state_bytes()), int64_t(engine.comm_buffer_bytes())};
+  std::vector<int64_t> mem(size_t(4 * world));
+  if (world > 1)
+    opts.comm->all_gather(std::span<const int64_t>(mine, 4), std::span<int64_t>(mem));
+  else
+    std::copy(mine, mine + 4, mem.begin());
+  auto column = [&](int k) {
+    nlohmann::json a = nlohmann::json::array();
+    for (int r = 0; r < world; ++r) a.push_back(mem[size_t(4 * r + k)]);
+    return a;
+  };
+  const nlohmann::json param_bytes = column(0), grad_bytes = column(1), optim_bytes = column(2), comm_buffers = column(3);
+  std::vector<int64_t> comm_bytes(static_cast<size_t>(world));
+  uint64_t comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0;
+  int64_t steps_since_log = 0;
+
   TrainResult result;
   result.num_params = model.num_params();
   result.steps.reserve(size_t(opts.steps));  // no host allocation inside the step either
@@ -144,14 +165,31 @@ TrainResult train(const TrainOptions& opts) {
     smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
     result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3});
     const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
-    if (log_now && metrics)
-      metrics->write({{"step", step + 1},
-                     {"loss", loss},
-                     {"lr", lr},
-                     {"grad_norm", norm},
-                     {"tokens_per_s", tps},
-                     {"step_ms", step_s * 1e3},
-                     {"device_bytes", backend.budget().used()}});
+    ++steps_since_log;
+    if (log_now) {
+      // Bytes each rank sent per step since the last log (collective: every rank logs alike).
+      const int64_t sent = opts.comm ? int64_t((opts.comm->counters().bytes_sent - comm_at_last_log) / uint64_t(steps_since_log)) : 0;
+      if (world > 1)
+        opts.comm->all_gather(std::span<const int64_t>(&sent, 1), std::span<int64_t>(comm_bytes));
+      else
+        comm_bytes[0] = sent;
+      comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0, steps_since_log = 0;
+      if (metrics)
+        metrics->write({{"step", step + 1},
+                        {"loss", loss},
+                        {"lr", lr},
+                        {"grad_norm", norm},
+                        {"tokens_per_s", tps},
+                        {"step_ms", step_s * 1e3},
+                        {"device_bytes", backend.budget().used()},
+                        {"ranks", world},
+                        {"zero_stage", opts.zero_stage},
+                        {"param_bytes", param_bytes},
+                        {"grad_bytes", grad_bytes},
+                        {"optim_bytes", optim_bytes},
+                        {"comm_buffer_bytes", comm_buffers},
+                        {"comm_bytes", comm_bytes}});
+    }
     if (!quiet && (tty || log_now)) {
       const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
       std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",

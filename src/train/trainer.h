@@ -39,6 +39,7 @@ struct TrainOptions {
   int zero_stage = 0;
   int64_t sub_group_size = 1000000000;  // elements per partitioned sub-group
   Communicator* comm = nullptr;
+  double comm_timeout = 300;  // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
 

@@ -49,8 +49,11 @@ class ZeroEngine {
   // rank's full parameters current. Returns true if a gradient was non-finite.
   bool step(float lr, float clip_scale, int64_t t);
 
-  // Bytes this rank allocated for model states beyond the model's own buffers.
-  size_t optimizer_state_bytes() const;
+  // Bytes this rank allocated, by kind, beyond the model's own buffers.
+  size_t optimizer_state_bytes() const;  // m, v and the master shard
+  size_t grad_shard_bytes() const { return shard_grads_.bytes(); }
+  size_t param_shard_bytes() const { return shard_compute_.bytes(); }
+  size_t comm_buffer_bytes() const { return padded_.bytes() + padded_compute_.bytes(); }
 
  private:
   void pack(const float* full, float* padded) const;      // model-flat -> padded layout
