@@ -1,8 +1,10 @@
 // ZeRO stages under real mpirun (1-4 ranks): per-step losses and final parameters of a
 // data-parallel run match the single-rank stage-0 run of the same global batch, and the
 // elements each rank sends per step are the paper's 2Ψ(N-1)/N (Ψ padded as the layout
-// pads it). Tolerance (f32): |Δloss| <= 1e-5 at every one of 20 steps, parameters within
-// 1e-5 + 1e-4·|ref| — only the order of the cross-rank sums differs.
+// pads it). Tolerance (f32): |Δloss| <= 1e-5 at every one of 20 steps; parameters within
+// 5e-5 + 1e-4·|ref|. Only the order of the cross-rank sums differs, but Adam divides by
+// sqrt(v): where a gradient is ~0 its last-bit noise moves a parameter by up to ~lr·1e-3
+// (seen: 1.03e-5 with lr 1e-2 in the sanitizer build), so the absolute floor is 0.5% of lr.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,7 +63,7 @@ void expect_equivalent(int stage, int grad_accum) {
   ASSERT_EQ(a.steps.size(), b.steps.size());
   for (size_t i = 0; i < a.steps.size(); ++i)
     EXPECT_NEAR(b.steps[i].loss, a.steps[i].loss, 1e-5) << "stage " << stage << ", " << N << " ranks, step " << i + 1;
-  test::expect_close(b.final_params.data(), a.final_params.data(), a.final_params.size(), 1e-5, 1e-4,
+  test::expect_close(b.final_params.data(), a.final_params.data(), a.final_params.size(), 5e-5, 1e-4,
                      "final parameters, stage " + std::to_string(stage));
 
   // Measured communication per step against the paper's volume. Per step the trainer also
