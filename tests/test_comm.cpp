@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/mpi_comm.h"
+#include "mpi_test_main.h"
 #include "core/error.h"
 
 namespace strata {
@@ -132,13 +133,4 @@ TEST(MpiComm, MissingRankTimesOutWithAMessage) {
 }  // namespace
 }  // namespace strata
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  strata::MpiComm comm({60.0, true});
-  strata::world = &comm;
-  const int rc = RUN_ALL_TESTS();
-  // Every rank's verdict counts: a failure on any rank fails the run.
-  int32_t worst = rc;
-  comm.all_reduce(std::span<int32_t>(&worst, 1), strata::ReduceOp::max);
-  return worst;
-}
+int main(int argc, char** argv) { return strata::test::run_mpi_tests(argc, argv, strata::world, 60.0); }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm/mpi_comm.h"
+#include "mpi_test_main.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
 #include "test_util.h"
@@ -121,12 +122,4 @@ TEST(ZeroEquivalence, UnimplementedStagesAreRefused) {
 }  // namespace
 }  // namespace strata
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  strata::MpiComm comm({120.0, true});
-  strata::world = &comm;
-  const int rc = RUN_ALL_TESTS();
-  int32_t worst = rc;
-  comm.all_reduce(std::span<int32_t>(&worst, 1), strata::ReduceOp::max);
-  return worst;
-}
+int main(int argc, char** argv) { return strata::test::run_mpi_tests(argc, argv, strata::world, 120.0); }

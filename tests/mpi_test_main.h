@@ -1,0 +1,21 @@
+// main() for GoogleTest binaries run under mpirun: one MpiComm for the tests, and a
+// failure on any rank fails every rank's exit code.
+#pragma once
+#include <gtest/gtest.h>
+
+#include "comm/mpi_comm.h"
+
+namespace strata::test {
+
+inline int run_mpi_tests(int argc, char** argv, MpiComm*& world, double timeout_s) {
+  ::testing::InitGoogleTest(&argc, argv);
+  MpiComm comm({timeout_s, true});
+  world = &comm;
+  const int rc = RUN_ALL_TESTS();
+  int32_t worst = rc;
+  comm.all_reduce(std::span<int32_t>(&worst, 1), ReduceOp::max);
+  world = nullptr;
+  return worst;
+}
+
+}  // namespace strata::test
