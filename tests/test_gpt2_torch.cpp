@@ -56,8 +56,7 @@ void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol,
   const Fixture x = load_fixture();
   cpu::CpuBackend be({size_t(1) << 30, 0});
   GPT2 model(be, x.cfg, x.B, x.T, dtype);
-  std::memcpy(model.master_flat().data, x.params.data(), x.params.size() * 4);
-  model.sync_compute_params();
+  model.import_llmc_params(x.params);  // the fixture is in llm.c's order
   model.zero_grad();
   model.forward(x.tokens);
   double max_logit = 0;
@@ -66,13 +65,16 @@ void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol,
                      std::max(1e-5, logit_atol_frac * max_logit), logit_rtol, "logits");
   const double loss = model.backward(x.targets, 1.0f);
   EXPECT_NEAR(loss, x.loss, loss_rtol * x.loss) << "loss";
-  for (size_t k = 0; k < model.param_specs().size(); ++k) {
-    const auto off = size_t(model.param_offset(int(k)));
-    const auto n = size_t(model.param_specs()[k].shape.numel());
+  std::vector<float> grads(x.grads.size());
+  model.export_llmc_grads(grads);
+  size_t off = 0;
+  for (const ParamSpec& spec : gpt2_param_specs(x.cfg)) {
+    const auto n = size_t(spec.shape.numel());
     double max_ref = 0;
     for (size_t i = 0; i < n; ++i) max_ref = std::max(max_ref, double(std::fabs(x.grads[off + i])));
-    test::expect_close(model.grad_flat().as<float>() + off, x.grads.data() + off, n,
-                       std::max(1e-5, grad_atol_frac * max_ref), grad_rtol, "grad " + model.param_specs()[k].name);
+    test::expect_close(grads.data() + off, x.grads.data() + off, n, std::max(1e-5, grad_atol_frac * max_ref), grad_rtol,
+                       "grad " + spec.name);
+    off += n;
   }
 }
 

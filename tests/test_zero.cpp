@@ -3,8 +3,9 @@
 // elements each rank sends per step are the paper's 2Ψ(N-1)/N (Ψ padded as the layout
 // pads it). Tolerance (f32): |Δloss| <= 1e-5 at every one of 20 steps; parameters within
 // 5e-5 + 1e-4·|ref|. Only the order of the cross-rank sums differs, but Adam divides by
-// sqrt(v): where a gradient is ~0 its last-bit noise moves a parameter by up to ~lr·1e-3
-// (seen: 1.03e-5 with lr 1e-2 in the sanitizer build), so the absolute floor is 0.5% of lr.
+// sqrt(v): where a gradient is ~0 its last-bit noise moves a parameter by a fraction of
+// lr (seen at lr 1e-2: 1.03e-5, and 7.4e-5 with another initialisation), so the runs use
+// lr 1e-3, where such elements stay well inside the bound.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,7 +33,7 @@ TrainOptions run_options(const std::string& tag) {
   o.steps = 20;
   o.seq_len = 16;
   o.warmup = 3;
-  o.lr = 1e-2;
+  o.lr = 1e-3;
   o.quiet = true;
   o.keep_final_params = true;
   o.out = (std::filesystem::temp_directory_path() / ("strata_zero_" + tag + "_" + std::to_string(getpid()))).string();
@@ -72,9 +73,9 @@ void expect_equivalent(int stage, int grad_accum) {
   if (N > 1) {
     const GPT2Config cfg = tiny_bytes();
     std::vector<zero::ParamSpan> table;
-    for (const ParamSpec& s : gpt2_param_specs(cfg)) {
+    for (const ParamSpec& s : gpt2_unit_layout(cfg)) {  // as the trainer hands it to the engine
       const int64_t off = table.empty() ? 0 : table.back().offset + table.back().count;
-      table.push_back({s.name, 0, off, s.shape.numel()});
+      table.push_back({s.name, s.unit, off, s.shape.numel()});
     }
     const zero::PartitionLayout lay(table, N, dist.sub_group_size);
     const auto ring = [&](double n) { return uint64_t(2.0 * (N - 1) / N * n + 0.5); };  // one all-reduce

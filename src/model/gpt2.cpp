@@ -37,8 +37,9 @@ class ArenaLayout {
 
 }  // namespace
 
-GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype)
-    : be_(backend), cfg_(config), B_(micro_batch), T_(seq_len), dtype_(compute_dtype) {
+GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype,
+           GPT2Storage storage, UnitHooks* hooks)
+    : be_(backend), cfg_(config), B_(micro_batch), T_(seq_len), dtype_(compute_dtype), storage_(storage), hooks_(hooks) {
   STRATA_CHECK(B_ > 0 && T_ > 0, "micro-batch " + std::to_string(B_) + " × sequence " + std::to_string(T_),
                "both must be positive");
   STRATA_CHECK(T_ <= cfg_.max_seq_len,
@@ -46,15 +47,31 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
                "lower --seq-len or raise n_positions in the model config");
   STRATA_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16,
                "compute dtype " + std::string(dtype_name(dtype_)), "GPT-2 runs in f32 or bf16");
-  specs_ = gpt2_param_specs(cfg_);
-  for (const auto& s : specs_) {
+  STRATA_CHECK(hooks_ || (storage_.params && storage_.grads), "GPT2 without its own parameter or gradient buffers",
+               "pass the UnitHooks that provide them");
+  specs_ = gpt2_unit_layout(cfg_);
+  entry_.assign(size_t(GPT2Param::count), std::vector<int>(size_t(std::max(cfg_.n_layer, 1)), -1));
+  unit_begin_.assign(size_t(num_units()) + 1, 0);
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const ParamSpec& s = specs_[i];
     offsets_.push_back(num_params_);
+    entry_[size_t(s.kind)][size_t(s.layer)] = int(i);
     num_params_ += s.shape.numel();
+    unit_begin_[size_t(s.unit) + 1] = num_params_;
   }
   const size_t n = size_t(num_params_);
-  master_ = be_.allocate(n * 4, "params:master_f32");
-  grads_ = be_.allocate(n * 4, "grads:f32");
-  if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
+  param_base_.assign(size_t(num_units()), nullptr);
+  grad_base_.assign(size_t(num_units()), nullptr);
+  if (storage_.params) {
+    master_ = be_.allocate(n * 4, "params:master_f32");
+    if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
+    char* base = static_cast<char*>(dtype_ == DType::f32 ? master_.data() : compute_.data());
+    for (int u = 0; u < num_units(); ++u) param_base_[size_t(u)] = base + size_t(unit_begin(u)) * dtype_size(dtype_);
+  }
+  if (storage_.grads) {
+    grads_ = be_.allocate(n * 4, "grads:f32");
+    for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
+  }
 
   const int64_t L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head, Vp = cfg_.padded_vocab_size;
   const int64_t B = B_, T = T_;
@@ -119,39 +136,92 @@ TensorView GPT2::compute_flat() const {
   return dtype_ == DType::f32 ? TensorView{} : compute_.view(dtype_, {num_params_});
 }
 
-TensorView GPT2::layer_param(GPT2Param p, int layer) const { return param(int(p)).slice0(layer); }
-TensorView GPT2::layer_grad(GPT2Param p, int layer) const { return grad(int(p)).slice0(layer); }
+TensorView GPT2::pv(GPT2Param p, int layer) const {
+  const int i = entry(p, layer);
+  const int u = specs_[size_t(i)].unit;
+  STRATA_CHECK(param_base_[size_t(u)], "parameters of unit " + std::to_string(u) + " used before they were acquired",
+               "this is a bug in the engine's hooks");
+  return {static_cast<char*>(param_base_[size_t(u)]) + size_t(offsets_[size_t(i)] - unit_begin(u)) * dtype_size(dtype_),
+          dtype_, specs_[size_t(i)].shape, Tier::device};
+}
 
-void GPT2::init_weights(uint64_t seed) {
+TensorView GPT2::gv(GPT2Param p, int layer) const {
+  const int i = entry(p, layer);
+  const int u = specs_[size_t(i)].unit;
+  STRATA_CHECK(grad_base_[size_t(u)], "gradients of unit " + std::to_string(u) + " written before they were opened",
+               "this is a bug in the engine's hooks");
+  return {grad_base_[size_t(u)] + (offsets_[size_t(i)] - unit_begin(u)), DType::f32, specs_[size_t(i)].shape,
+          Tier::device};
+}
+
+void GPT2::init_unit(int u, uint64_t seed, float* dst) const {
   const float std_resid = 0.02f / std::sqrt(2.0f * float(cfg_.n_layer));
   for (size_t i = 0; i < specs_.size(); ++i) {
-    TensorView m = master(int(i));
-    float* p = m.as<float>();
-    const int64_t n = m.numel();
-    const std::string& name = specs_[i].name;
-    // One stream per tensor so a tensor's values do not depend on the ones before it.
-    NormalRng rng(seed, i);
-    if (name == "ln1w" || name == "ln2w" || name == "lnfw") {
-      for (int64_t k = 0; k < n; ++k) p[k] = 1.0f;
-    } else if (!specs_[i].weight_decay) {
+    const ParamSpec& s = specs_[i];
+    if (s.unit != u) continue;
+    float* p = dst + (offsets_[i] - unit_begin(u));
+    const int64_t n = s.shape.numel();
+    // One stream per (tensor kind, layer): values do not depend on the layout or the others.
+    NormalRng rng(seed, uint64_t(s.kind) * 65536 + uint64_t(s.layer));
+    const GPT2Param k = s.kind;
+    if (k == GPT2Param::ln1w || k == GPT2Param::ln2w || k == GPT2Param::lnfw) {
+      for (int64_t j = 0; j < n; ++j) p[j] = 1.0f;
+    } else if (!s.weight_decay) {
       std::memset(p, 0, size_t(n) * 4);
     } else {
-      const float sd = (name == "attprojw" || name == "fcprojw") ? std_resid : 0.02f;
-      for (int64_t k = 0; k < n; ++k) p[k] = sd * rng.next();
+      const float sd = (k == GPT2Param::attprojw || k == GPT2Param::fcprojw) ? std_resid : 0.02f;
+      for (int64_t j = 0; j < n; ++j) p[j] = sd * rng.next();
+      if (k == GPT2Param::wte)  // padded vocabulary rows never receive gradient; keep them zero
+        std::memset(p + int64_t(cfg_.vocab_size) * cfg_.n_embd, 0,
+                    size_t(cfg_.padded_vocab_size - cfg_.vocab_size) * size_t(cfg_.n_embd) * 4);
     }
   }
-  // Padded vocabulary rows never receive gradient; keep them zero.
-  TensorView wte = master(int(GPT2Param::wte));
-  std::memset(wte.as<float>() + int64_t(cfg_.vocab_size) * cfg_.n_embd, 0,
-              size_t(cfg_.padded_vocab_size - cfg_.vocab_size) * size_t(cfg_.n_embd) * 4);
+}
+
+void GPT2::init_weights(uint64_t seed) {
+  STRATA_CHECK(storage_.params, "init_weights on a model without its own parameters",
+               "the ZeRO engine initialises partitioned parameters with init_unit");
+  for (int u = 0; u < num_units(); ++u) init_unit(u, seed, master_.as<float>() + unit_begin(u));
   sync_compute_params();
 }
 
-void GPT2::sync_compute_params() {
-  if (dtype_ != DType::f32) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
+void GPT2::import_llmc_params(std::span<const float> llmc) {
+  STRATA_CHECK(storage_.params && llmc.size() == size_t(num_params_), "import of " + std::to_string(llmc.size()) +
+                                                                          " parameters into a model of " +
+                                                                          std::to_string(num_params_),
+               "the file was written for a different model shape");
+  size_t at = 0;
+  for (const ParamSpec& s : gpt2_param_specs(cfg_)) {
+    const bool stacked = s.kind >= GPT2Param::ln1w && s.kind <= GPT2Param::fcprojb;
+    const int layers = stacked ? cfg_.n_layer : 1;
+    const int64_t per = s.shape.numel() / layers;
+    for (int l = 0; l < layers; ++l, at += size_t(per))
+      std::memcpy(master_.as<float>() + offsets_[size_t(entry(s.kind, l))], llmc.data() + at, size_t(per) * 4);
+  }
+  sync_compute_params();
 }
 
-void GPT2::zero_grad() { std::memset(grads_.data(), 0, grads_.bytes()); }
+void GPT2::export_llmc_grads(std::span<float> llmc) const {
+  STRATA_CHECK(storage_.grads && llmc.size() == size_t(num_params_), "export of gradients into " +
+                                                                         std::to_string(llmc.size()) + " elements",
+               "the destination must hold every parameter");
+  size_t at = 0;
+  for (const ParamSpec& s : gpt2_param_specs(cfg_)) {
+    const bool stacked = s.kind >= GPT2Param::ln1w && s.kind <= GPT2Param::fcprojb;
+    const int layers = stacked ? cfg_.n_layer : 1;
+    const int64_t per = s.shape.numel() / layers;
+    for (int l = 0; l < layers; ++l, at += size_t(per))
+      std::memcpy(llmc.data() + at, grads_.as<float>() + offsets_[size_t(entry(s.kind, l))], size_t(per) * 4);
+  }
+}
+
+void GPT2::sync_compute_params() {
+  if (dtype_ != DType::f32 && storage_.params) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
+}
+
+void GPT2::zero_grad() {
+  if (storage_.grads) std::memset(grads_.data(), 0, grads_.bytes());
+}
 
 void GPT2::forward(std::span<const int32_t> tokens) {
   const size_t BT = size_t(B_) * size_t(T_);
@@ -159,25 +229,28 @@ void GPT2::forward(std::span<const int32_t> tokens) {
                "expected micro-batch × seq-len = " + std::to_string(BT));
   tokens_.assign(tokens.begin(), tokens.end());
   const int L = cfg_.n_layer, NH = cfg_.n_head;
-  be_.encoder_forward(encoded_, tokens, param(int(GPT2Param::wte)), param(int(GPT2Param::wpe)));
+  using P = GPT2Param;
+  acquire(0);
+  be_.encoder_forward(encoded_, tokens, pv(P::wte), pv(P::wpe));
   for (int l = 0; l < L; ++l) {
     LayerActs& a = layers_[size_t(l)];
     TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
-    using P = GPT2Param;
-    be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, layer_param(P::ln1w, l), layer_param(P::ln1b, l));
-    be_.matmul_forward(a.qkv, a.ln1, layer_param(P::qkvw, l), layer_param(P::qkvb, l));
+    acquire(1 + l);
+    be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
+    be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
     be_.attention_forward(a.atty, a.lse, a.qkv, NH);
-    be_.matmul_forward(a.attproj, a.atty, layer_param(P::attprojw, l), layer_param(P::attprojb, l));
+    be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
     be_.residual_forward(a.residual2, residual, a.attproj);
-    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, layer_param(P::ln2w, l), layer_param(P::ln2b, l));
-    be_.matmul_forward(a.fch, a.ln2, layer_param(P::fcw, l), layer_param(P::fcb, l));
+    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
+    be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
     be_.gelu_forward(a.fch_gelu, a.fch);
-    be_.matmul_forward(a.fcproj, a.fch_gelu, layer_param(P::fcprojw, l), layer_param(P::fcprojb, l));
+    be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
     be_.residual_forward(a.residual3, a.residual2, a.fcproj);
   }
-  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, layers_.back().residual3, param(int(GPT2Param::lnfw)),
-                        param(int(GPT2Param::lnfb)));
-  be_.matmul_forward(logits_, lnf_, param(int(GPT2Param::wte)), {});
+  acquire(L + 1);
+  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, layers_.back().residual3, pv(P::lnfw), pv(P::lnfb));
+  acquire(0);  // the tied embedding again, for the LM head
+  be_.matmul_forward(logits_, lnf_, pv(P::wte), {});
 }
 
 double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
@@ -189,29 +262,35 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
   const double total = be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss);
   using P = GPT2Param;
   const int L = cfg_.n_layer, NH = cfg_.n_head;
-  // logits = lnf · wte^T; logits_ now holds dlogits.
-  be_.matmul_backward(dl_btc_, grad(int(P::wte)), {}, logits_, lnf_, param(int(P::wte)));
+  // The embeddings' gradients collect from the LM head now and the encoder at the end.
+  open_grads(0);
+  acquire(0);
+  be_.matmul_backward(dl_btc_, gv(P::wte), {}, logits_, lnf_, pv(P::wte));  // logits_ holds dlogits
   std::memset(dresidual_.data, 0, dresidual_.bytes());
-  be_.layernorm_backward(dresidual_, grad(int(P::lnfw)), grad(int(P::lnfb)), dl_btc_, layers_.back().residual3,
-                         param(int(P::lnfw)), lnf_mean_, lnf_rstd_);
+  open_grads(L + 1);
+  acquire(L + 1);
+  be_.layernorm_backward(dresidual_, gv(P::lnfw), gv(P::lnfb), dl_btc_, layers_.back().residual3, pv(P::lnfw),
+                         lnf_mean_, lnf_rstd_);
+  close_grads(L + 1);
   for (int l = L - 1; l >= 0; --l) {
     LayerActs& a = layers_[size_t(l)];
     TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
-    be_.matmul_backward(dl_bt4c_, layer_grad(P::fcprojw, l), layer_grad(P::fcprojb, l), dresidual_, a.fch_gelu,
-                        layer_param(P::fcprojw, l));
+    open_grads(1 + l);
+    acquire(1 + l);
+    be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dresidual_, a.fch_gelu, pv(P::fcprojw, l));
     be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
-    be_.matmul_backward(dl_btc_, layer_grad(P::fcw, l), layer_grad(P::fcb, l), dl_bt4c_, a.ln2, layer_param(P::fcw, l));
-    be_.layernorm_backward(dresidual_, layer_grad(P::ln2w, l), layer_grad(P::ln2b, l), dl_btc_, a.residual2,
-                           layer_param(P::ln2w, l), a.ln2_mean, a.ln2_rstd);
-    be_.matmul_backward(dl_btc_, layer_grad(P::attprojw, l), layer_grad(P::attprojb, l), dresidual_, a.atty,
-                        layer_param(P::attprojw, l));
+    be_.matmul_backward(dl_btc_, gv(P::fcw, l), gv(P::fcb, l), dl_bt4c_, a.ln2, pv(P::fcw, l));
+    be_.layernorm_backward(dresidual_, gv(P::ln2w, l), gv(P::ln2b, l), dl_btc_, a.residual2, pv(P::ln2w, l),
+                           a.ln2_mean, a.ln2_rstd);
+    be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l), dresidual_, a.atty, pv(P::attprojw, l));
     be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH);
-    be_.matmul_backward(dl_btc_, layer_grad(P::qkvw, l), layer_grad(P::qkvb, l), dl_bt3c_, a.ln1,
-                        layer_param(P::qkvw, l));
-    be_.layernorm_backward(dresidual_, layer_grad(P::ln1w, l), layer_grad(P::ln1b, l), dl_btc_, residual,
-                           layer_param(P::ln1w, l), a.ln1_mean, a.ln1_rstd);
+    be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));
+    be_.layernorm_backward(dresidual_, gv(P::ln1w, l), gv(P::ln1b, l), dl_btc_, residual, pv(P::ln1w, l), a.ln1_mean,
+                           a.ln1_rstd);
+    close_grads(1 + l);
   }
-  be_.encoder_backward(grad(int(P::wte)), grad(int(P::wpe)), dresidual_, tokens_);
+  be_.encoder_backward(gv(P::wte), gv(P::wpe), dresidual_, tokens_);
+  close_grads(0);
   return valid ? total / double(valid) : 0.0;
 }
 

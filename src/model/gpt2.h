@@ -5,6 +5,9 @@
 //   compute parameters in the compute dtype (the same buffer as master in f32 runs)
 //   grads   f32 flat parameter gradients, accumulated across micro-batches
 //   activations for one micro-batch [B, T] and the backward scratch.
+// Parameters are laid out unit-major (gpt2_unit_layout). A ZeRO engine that partitions
+// gradients or parameters builds the model without those buffers (GPT2Storage) and
+// provides each unit's storage through UnitHooks.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -13,12 +16,19 @@
 #include "backend/backend.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
+#include "model/unit_hooks.h"
 
 namespace strata {
 
+struct GPT2Storage {
+  bool params = true;  // full master (+ compute copy); false: the hooks provide each unit
+  bool grads = true;   // full f32 gradients; false: the hooks provide each unit's
+};
+
 class GPT2 {
  public:
-  GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype);
+  GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype,
+       GPT2Storage storage = {}, UnitHooks* hooks = nullptr);
 
   const GPT2Config& config() const { return cfg_; }
   int micro_batch() const { return B_; }
@@ -27,7 +37,23 @@ class GPT2 {
   const std::vector<ParamSpec>& param_specs() const { return specs_; }
   int64_t num_params() const { return num_params_; }
 
-  // Views of parameter i (see GPT2Param) in the master (f32), compute and grad buffers.
+  // Units: 0 = embeddings, 1+l = layer l, L+1 = final norm; each contiguous in the layout.
+  int num_units() const { return cfg_.n_layer + 2; }
+  int64_t unit_begin(int u) const { return unit_begin_[size_t(u)]; }
+  int64_t unit_count(int u) const { return unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]; }
+  // Where unit u's parameters (compute dtype) and gradients (f32) are, for the hooks.
+  void set_unit_params(int u, void* base) { param_base_[size_t(u)] = base; }
+  void set_unit_grads(int u, float* base) { grad_base_[size_t(u)] = base; }
+  // Writes unit u's initial f32 parameters into dst[unit_count(u)] (what init_weights
+  // writes there); each tensor draws from its own stream, so units initialise alone.
+  void init_unit(int u, uint64_t seed, float* dst) const;
+
+  // llm.c's order (the fixture and checkpoint format) <-> this layout; need owned buffers.
+  void import_llmc_params(std::span<const float> llmc);
+  void export_llmc_grads(std::span<float> llmc) const;
+
+  // Views of parameter i (index into param_specs()) in the master (f32), compute and grad
+  // buffers; valid when the model owns them.
   TensorView master(int i) const;
   TensorView param(int i) const;
   TensorView grad(int i) const;
@@ -39,7 +65,7 @@ class GPT2 {
   int64_t param_offset(int i) const { return offsets_[size_t(i)]; }
 
   // GPT-2 initialisation from a seed: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
-  // biases 0, norms 1. Deterministic across runs and thread counts.
+  // biases 0, norms 1. Deterministic across runs, thread counts and layouts.
   void init_weights(uint64_t seed);
   // Copies master weights into the compute dtype (after every optimizer step).
   void sync_compute_params();
@@ -61,15 +87,32 @@ class GPT2 {
     TensorView ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, fcproj, residual3;
   };
-  TensorView layer_param(GPT2Param p, int layer) const;  // compute-dtype slice of a per-layer tensor
-  TensorView layer_grad(GPT2Param p, int layer) const;
+  // Compute-dtype / f32-gradient views of tensor p of `layer` through the unit bases.
+  TensorView pv(GPT2Param p, int layer = 0) const;
+  TensorView gv(GPT2Param p, int layer = 0) const;
+  int entry(GPT2Param p, int layer) const { return entry_[size_t(p)][size_t(layer)]; }
+  void acquire(int u) {
+    if (hooks_) hooks_->acquire_params(u);
+  }
+  void open_grads(int u) {
+    if (hooks_) hooks_->open_grads(u);
+  }
+  void close_grads(int u) {
+    if (hooks_) hooks_->close_grads(u);
+  }
 
   Backend& be_;
   GPT2Config cfg_;
   int B_, T_;
   DType dtype_;
+  GPT2Storage storage_;
+  UnitHooks* hooks_;
   std::vector<ParamSpec> specs_;
   std::vector<int64_t> offsets_;
+  std::vector<std::vector<int>> entry_;   // [kind][layer] -> index into specs_
+  std::vector<int64_t> unit_begin_;       // num_units + 1 boundaries
+  std::vector<void*> param_base_;         // per unit
+  std::vector<float*> grad_base_;         // per unit
   int64_t num_params_ = 0;
   Buffer master_, compute_, grads_, act_;
   TensorView encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;

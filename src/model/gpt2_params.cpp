@@ -4,16 +4,44 @@ namespace strata {
 
 std::vector<ParamSpec> gpt2_param_specs(const GPT2Config& c) {
   const int64_t L = c.n_layer, C = c.n_embd, Vp = c.padded_vocab_size, T = c.max_seq_len;
+  using P = GPT2Param;
   return {
-      {"wte", {Vp, C}, true},         {"wpe", {T, C}, true},
-      {"ln1w", {L, C}, false},        {"ln1b", {L, C}, false},
-      {"qkvw", {L, 3 * C, C}, true},  {"qkvb", {L, 3 * C}, false},
-      {"attprojw", {L, C, C}, true},  {"attprojb", {L, C}, false},
-      {"ln2w", {L, C}, false},        {"ln2b", {L, C}, false},
-      {"fcw", {L, 4 * C, C}, true},   {"fcb", {L, 4 * C}, false},
-      {"fcprojw", {L, C, 4 * C}, true}, {"fcprojb", {L, C}, false},
-      {"lnfw", {C}, false},           {"lnfb", {C}, false},
+      {"wte", {Vp, C}, true, P::wte},           {"wpe", {T, C}, true, P::wpe},
+      {"ln1w", {L, C}, false, P::ln1w},         {"ln1b", {L, C}, false, P::ln1b},
+      {"qkvw", {L, 3 * C, C}, true, P::qkvw},   {"qkvb", {L, 3 * C}, false, P::qkvb},
+      {"attprojw", {L, C, C}, true, P::attprojw}, {"attprojb", {L, C}, false, P::attprojb},
+      {"ln2w", {L, C}, false, P::ln2w},         {"ln2b", {L, C}, false, P::ln2b},
+      {"fcw", {L, 4 * C, C}, true, P::fcw},     {"fcb", {L, 4 * C}, false, P::fcb},
+      {"fcprojw", {L, C, 4 * C}, true, P::fcprojw}, {"fcprojb", {L, C}, false, P::fcprojb},
+      {"lnfw", {C}, false, P::lnfw},            {"lnfb", {C}, false, P::lnfb},
   };
+}
+
+std::vector<ParamSpec> gpt2_unit_layout(const GPT2Config& c) {
+  const std::vector<ParamSpec> llmc = gpt2_param_specs(c);
+  std::vector<ParamSpec> out;
+  auto global = [&](GPT2Param p, int unit) {
+    ParamSpec s = llmc[size_t(p)];
+    s.unit = unit;
+    out.push_back(s);
+  };
+  global(GPT2Param::wte, 0);
+  global(GPT2Param::wpe, 0);
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int k = int(GPT2Param::ln1w); k <= int(GPT2Param::fcprojb); ++k) {
+      ParamSpec s = llmc[size_t(k)];
+      Shape one;  // drop the stacked layer dimension
+      one.rank = s.shape.rank - 1;
+      for (int d = 1; d < s.shape.rank; ++d) one.dims[size_t(d - 1)] = s.shape.dims[size_t(d)];
+      s.name = "h" + std::to_string(l) + "." + s.name;
+      s.shape = one;
+      s.layer = l;
+      s.unit = 1 + l;
+      out.push_back(s);
+    }
+  global(GPT2Param::lnfw, c.n_layer + 1);
+  global(GPT2Param::lnfb, c.n_layer + 1);
+  return out;
 }
 
 }  // namespace strata

@@ -83,7 +83,8 @@ TrainResult train(const TrainOptions& opts) {
   zero::ModelBuffers buffers{model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data,
                              opts.precision, {}, {}};
   for (size_t i = 0; i < model.param_specs().size(); ++i) {
-    buffers.params.push_back({model.param_specs()[i].name, 0, model.param_offset(int(i)), model.param_specs()[i].shape.numel()});
+    buffers.params.push_back({model.param_specs()[i].name, model.param_specs()[i].unit, model.param_offset(int(i)),
+                              model.param_specs()[i].shape.numel()});
     buffers.weight_decay.push_back(model.param_specs()[i].weight_decay);
   }
   zero::ZeroEngine engine(backend, opts.comm, opts.zero_stage, opts.sub_group_size, std::move(buffers),
