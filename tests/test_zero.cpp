@@ -80,19 +80,22 @@ void expect_equivalent(int stage, int grad_accum) {
     const zero::PartitionLayout lay(table, N, dist.sub_group_size);
     const auto ring = [&](double n) { return uint64_t(2.0 * (N - 1) / N * n + 0.5); };  // one all-reduce
     const double psi = double(a.num_params), psi_padded = double(lay.padded_elements());
+    const auto pass = [&](double passes) { return uint64_t(passes * psi_padded * (N - 1) / N + 0.5); };
+    const int accum = grad_accum;
     uint64_t expect_per_step;
-    if (stage == 0) {
-      expect_per_step = ring(psi) + ring(1);  // gradients + loss: 2Ψ(N-1)/N
-    } else {
-      // reduce-scatter + all-gather of every padded sub-group: 2Ψ'(N-1)/N exactly
-      expect_per_step = uint64_t(2.0 * psi_padded * (N - 1) / N + 0.5) + 2 * ring(1);
-      EXPECT_LE(psi_padded - psi, double(lay.sub_groups().size()) * 16 * N) << "padding";
+    switch (stage) {
+      case 0: expect_per_step = ring(psi) + ring(1); break;                  // 2Ψ(N-1)/N + loss
+      case 1: expect_per_step = pass(2) + 2 * ring(1); break;                // RS + AG: 2Ψ'(N-1)/N
+      case 2: expect_per_step = pass(accum + 1) + 2 * ring(1); break;        // RS per micro-batch + AG
+      default: expect_per_step = pass(3.0 * accum) + 2 * ring(1); break;     // fwd AG + bwd AG + RS: 3Ψ'
     }
+    if (stage > 0) EXPECT_LE(psi_padded - psi, double(lay.sub_groups().size()) * 16 * N) << "padding";
     // Bookkeeping the trainer gathers for metrics.jsonl: per-rank memory once (4 values) and
     // per-rank comm bytes at each logged step (1 value).
     int64_t logged = 0;
     for (int64_t s = 0; s < dist.steps; ++s) logged += (s + 1) % dist.log_every == 0 || s == 0 || s + 1 == dist.steps;
-    const uint64_t bookkeeping = uint64_t(N - 1) * uint64_t(4 + logged);
+    // ... and, for the comparison above, one gather of the full parameters from the shards.
+    const uint64_t bookkeeping = uint64_t(N - 1) * uint64_t(4 + logged) + (stage > 0 ? pass(1) : 0);
     EXPECT_EQ(sent, expect_per_step * uint64_t(dist.steps) + bookkeeping)
         << "elements sent, stage " << stage << ", " << N << " ranks";
   }
@@ -100,24 +103,23 @@ void expect_equivalent(int stage, int grad_accum) {
 
 TEST(ZeroEquivalence, Stage0MatchesSingleRank) { expect_equivalent(0, 1); }
 TEST(ZeroEquivalence, Stage1MatchesSingleRank) { expect_equivalent(1, 1); }
+TEST(ZeroEquivalence, Stage2MatchesSingleRank) { expect_equivalent(2, 1); }
+TEST(ZeroEquivalence, Stage3MatchesSingleRank) { expect_equivalent(3, 1); }
 TEST(ZeroEquivalence, Stage1WithGradAccumulation) { expect_equivalent(1, 2); }
+TEST(ZeroEquivalence, Stage2WithGradAccumulation) { expect_equivalent(2, 2); }
+TEST(ZeroEquivalence, Stage3WithGradAccumulation) { expect_equivalent(3, 2); }
 
 TEST(ZeroEquivalence, ParameterCountIsNotDivisibleByThree) {
   EXPECT_NE(tiny_bytes().num_params() % 3, 0) << "pick a config whose Ψ exercises padding";
 }
 
-TEST(ZeroEquivalence, UnimplementedStagesAreRefused) {
-  TrainOptions o = run_options("s2");
+TEST(ZeroEquivalence, UnknownStageIsRefused) {
+  TrainOptions o = run_options("s4");
   o.model = test::source_path("configs/gpt2-tiny-bytes.json");
   o.comm = world;
-  o.zero_stage = 2;
+  o.zero_stage = 4;
   o.micro_batch = kGlobalBatch / world->size();
-  try {
-    train(o);
-    FAIL() << "stage 2 ran";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not implemented yet"), std::string::npos) << e.what();
-  }
+  EXPECT_THROW(train(o), Error);
 }
 
 }  // namespace

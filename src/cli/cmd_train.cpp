@@ -48,7 +48,7 @@ int train_main(int argc, char** argv) {
       ("pin-threads", "pin the OpenMP threads one per physical core")
       ("adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))
       ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
-      ("zero-stage", "ZeRO stage: 0 (replicated), 1 (optimizer states partitioned); under mpirun", s(d.zero_stage))
+      ("zero-stage", "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under mpirun)", s(d.zero_stage))
       ("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))
       ("comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))
       ("h,help", "show this help");

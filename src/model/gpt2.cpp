@@ -230,6 +230,7 @@ void GPT2::forward(std::span<const int32_t> tokens) {
   tokens_.assign(tokens.begin(), tokens.end());
   const int L = cfg_.n_layer, NH = cfg_.n_head;
   using P = GPT2Param;
+  begin_pass();
   acquire(0);
   be_.encoder_forward(encoded_, tokens, pv(P::wte), pv(P::wpe));
   for (int l = 0; l < L; ++l) {
@@ -263,6 +264,7 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
   using P = GPT2Param;
   const int L = cfg_.n_layer, NH = cfg_.n_head;
   // The embeddings' gradients collect from the LM head now and the encoder at the end.
+  begin_pass();
   open_grads(0);
   acquire(0);
   be_.matmul_backward(dl_btc_, gv(P::wte), {}, logits_, lnf_, pv(P::wte));  // logits_ holds dlogits

@@ -25,7 +25,7 @@ struct GPT2Storage {
   bool grads = true;   // full f32 gradients; false: the hooks provide each unit's
 };
 
-class GPT2 {
+class GPT2 final : public UnitModel {
  public:
   GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype,
        GPT2Storage storage = {}, UnitHooks* hooks = nullptr);
@@ -38,15 +38,17 @@ class GPT2 {
   int64_t num_params() const { return num_params_; }
 
   // Units: 0 = embeddings, 1+l = layer l, L+1 = final norm; each contiguous in the layout.
-  int num_units() const { return cfg_.n_layer + 2; }
-  int64_t unit_begin(int u) const { return unit_begin_[size_t(u)]; }
-  int64_t unit_count(int u) const { return unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]; }
+  int num_units() const override { return cfg_.n_layer + 2; }
+  int64_t unit_begin(int u) const override { return unit_begin_[size_t(u)]; }
+  int64_t unit_count(int u) const override { return unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]; }
   // Where unit u's parameters (compute dtype) and gradients (f32) are, for the hooks.
-  void set_unit_params(int u, void* base) { param_base_[size_t(u)] = base; }
-  void set_unit_grads(int u, float* base) { grad_base_[size_t(u)] = base; }
+  void set_unit_params(int u, void* base) override { param_base_[size_t(u)] = base; }
+  void set_unit_grads(int u, float* base) override { grad_base_[size_t(u)] = base; }
+  bool owns_params() const { return storage_.params; }
+  bool owns_grads() const { return storage_.grads; }
   // Writes unit u's initial f32 parameters into dst[unit_count(u)] (what init_weights
   // writes there); each tensor draws from its own stream, so units initialise alone.
-  void init_unit(int u, uint64_t seed, float* dst) const;
+  void init_unit(int u, uint64_t seed, float* dst) const override;
 
   // llm.c's order (the fixture and checkpoint format) <-> this layout; need owned buffers.
   void import_llmc_params(std::span<const float> llmc);
@@ -93,6 +95,9 @@ class GPT2 {
   int entry(GPT2Param p, int layer) const { return entry_[size_t(p)][size_t(layer)]; }
   void acquire(int u) {
     if (hooks_) hooks_->acquire_params(u);
+  }
+  void begin_pass() {
+    if (hooks_) hooks_->begin_pass();
   }
   void open_grads(int u) {
     if (hooks_) hooks_->open_grads(u);

@@ -77,19 +77,24 @@ TrainResult train(const TrainOptions& opts) {
                                : cpu::parse_adam_isa(opts.adam_isa);
   STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
                "use --adam-isa auto");
-  GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision);
-  model.init_weights(opts.seed);
-  // The optimizer runs inside the ZeRO engine, on whatever this rank owns.
-  zero::ModelBuffers buffers{model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data,
-                             opts.precision, {}, {}};
+  // The ZeRO engine decides what the model allocates itself; the optimizer runs inside it.
+  zero::ZeroEngine engine(backend, opts.comm, opts.zero_stage, opts.sub_group_size,
+                          {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
+                           {isa, opts.threads, 1 << 16}});
+  GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
+             {engine.model_owns_params(), engine.model_owns_grads()}, engine.hooks());
+  if (model.owns_params()) model.init_weights(opts.seed);
+  zero::ModelBuffers buffers;
+  buffers.master = model.owns_params() ? model.master_flat().as<float>() : nullptr;
+  buffers.grads = model.owns_grads() ? model.grad_flat().as<float>() : nullptr;
+  buffers.compute = model.owns_params() ? model.compute_flat().data : nullptr;
+  buffers.compute_dtype = opts.precision;
   for (size_t i = 0; i < model.param_specs().size(); ++i) {
     buffers.params.push_back({model.param_specs()[i].name, model.param_specs()[i].unit, model.param_offset(int(i)),
                               model.param_specs()[i].shape.numel()});
     buffers.weight_decay.push_back(model.param_specs()[i].weight_decay);
   }
-  zero::ZeroEngine engine(backend, opts.comm, opts.zero_stage, opts.sub_group_size, std::move(buffers),
-                          {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
-                           {isa, opts.threads, 1 << 16}});
+  engine.attach(model, std::move(buffers), opts.seed);
   const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
   const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
   const bool lead = rank == 0;  // rank 0 reports for everyone
@@ -138,6 +143,7 @@ TrainResult train(const TrainOptions& opts) {
   for (int64_t step = 0; step < opts.steps; ++step) {
     const auto t0 = clock::now();
     model.zero_grad();
+    engine.begin_step();
     double loss = 0;
     for (int micro = 0; micro < opts.grad_accum; ++micro) {
       // This rank's slice of the step's global batch (the same samples for any world size).
@@ -202,8 +208,8 @@ TrainResult train(const TrainOptions& opts) {
   result.device_high_water = backend.budget().high_water();
   result.steady_state_allocations = backend.budget().allocation_count() - allocations_after_first;
   if (opts.keep_final_params) {
-    const float* p = model.master_flat().as<float>();
-    result.final_params.assign(p, p + model.num_params());
+    result.final_params.resize(size_t(model.num_params()));
+    engine.gather_full_params(result.final_params);
   }
   if (!quiet)
     std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n", format_duration(result.seconds).c_str(),

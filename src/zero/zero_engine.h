@@ -1,12 +1,18 @@
-// The ZeRO engine: one code path for the stages, driven by a policy saying what is
+// The ZeRO engine: one code path for stages 0-3, driven by a policy saying what is
 // partitioned across the data-parallel ranks.
 //
-// Implemented now: stage 0 (nothing partitioned: gradients all-reduced, every rank runs
-// the whole optimizer) and stage 1 (optimizer states partitioned, P_os: gradients
-// reduce-scattered over the padded sub-groups of PartitionLayout, each rank runs AdamW on
-// its own shard — master, m and v — and the updated parameters are all-gathered). Stages
-// 2 and 3 (gradients and parameters partitioned during backward/forward) are refused with
-// a clear error until they land.
+//   stage 0: nothing; gradients all-reduced, every rank runs the whole optimizer.
+//   stage 1: optimizer states (P_os): gradients reduce-scattered per padded sub-group after
+//            backward; AdamW on this rank's shard of master, m and v; shards all-gathered.
+//   stage 2: + gradients (P_os+g): the model has no full gradient buffer; each unit's
+//            gradients go to a bucket that is reduce-scattered into this rank's gradient
+//            shard as soon as the unit's backward ends, then reused.
+//   stage 3: + parameters (P_os+g+p): the model has no full parameters; a unit is gathered
+//            into a working buffer before its forward/backward (once per pass: the tied
+//            embedding serves encoder and LM head from one gather), and after the
+//            optimizer only this rank's shard is updated.
+// Not yet: communication on a separate stream overlapping compute, prefetching the next
+// units, persistent small parameters, and fp16 loss scaling.
 #pragma once
 #include <memory>
 #include <span>
@@ -14,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "comm/communicator.h"
+#include "model/unit_hooks.h"
 #include "zero/adamw.h"
 #include "zero/partition.h"
 
@@ -25,51 +32,79 @@ struct StagePolicy {
 };
 
 struct ModelBuffers {
-  float* master;          // f32 parameters (full; the owned shard is what stage >= 1 keeps current)
-  float* grads;           // f32 gradients (full, as the model's backward writes them)
-  void* compute;          // compute-dtype copy (bf16), or nullptr when it is the master itself
-  DType compute_dtype;    // f32 when compute is nullptr
-  std::vector<ParamSpan> params;       // the flat parameter table
-  std::vector<bool> weight_decay;      // per parameter
+  float* master = nullptr;  // f32 parameters, when the model owns them (stages 0-2)
+  float* grads = nullptr;   // f32 gradients, when the model owns them (stages 0-1)
+  void* compute = nullptr;  // compute-dtype copy when it differs from master (bf16 runs, stages 0-2)
+  DType compute_dtype = DType::f32;
+  std::vector<ParamSpan> params;   // the flat parameter table, with units
+  std::vector<bool> weight_decay;  // per parameter
 };
 
-class ZeroEngine {
+class ZeroEngine final : public UnitHooks {
  public:
   // comm may be null (one rank, no communication).
-  ZeroEngine(Backend& backend, Communicator* comm, int stage, int64_t sub_group_size, ModelBuffers model,
-             AdamWConfig adam);
+  ZeroEngine(Backend& backend, Communicator* comm, int stage, int64_t sub_group_size, AdamWConfig adam);
+
+  // What the model must allocate itself, and the hooks it must call (null below stage 2).
+  bool model_owns_params() const { return !policy_.parameters; }
+  bool model_owns_grads() const { return !policy_.gradients; }
+  UnitHooks* hooks() { return policy_.gradients ? this : nullptr; }
+  // Builds the partition and this rank's shards. With partitioned parameters the shard is
+  // initialised unit by unit from model.init_unit(seed); otherwise from buffers.master.
+  void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed);
 
   int stage() const { return stage_; }
-  const PartitionLayout& layout() const { return layout_; }
+  const PartitionLayout& layout() const { return *layout_; }
 
+  void begin_step();  // zero this rank's gradient shard (stages 2-3)
   // After backward: combine gradients across ranks as the stage says; returns the global
   // gradient norm (for clipping), identical on every rank.
   double reduce_gradients();
   // AdamW on what this rank owns (clip_scale multiplies the gradients), then make every
-  // rank's full parameters current. Returns true if a gradient was non-finite.
+  // rank's parameters current (stages 0-2) or this rank's shard (stage 3). Returns true if
+  // a gradient was non-finite.
   bool step(float lr, float clip_scale, int64_t t);
+  // All f32 parameters in model-flat order (tests, export): gathered from the shards.
+  void gather_full_params(std::span<float> out);
+
+  // UnitHooks (stages 2-3)
+  void begin_pass() override { resident_[0] = resident_[1] = -1; }
+  void acquire_params(int unit) override;
+  void open_grads(int unit) override;
+  void close_grads(int unit) override;
 
   // Bytes this rank allocated, by kind, beyond the model's own buffers.
   size_t optimizer_state_bytes() const;  // m, v and the master shard
   size_t grad_shard_bytes() const { return shard_grads_.bytes(); }
   size_t param_shard_bytes() const { return shard_compute_.bytes(); }
-  size_t comm_buffer_bytes() const { return padded_.bytes() + padded_compute_.bytes(); }
+  size_t comm_buffer_bytes() const;  // staging, buckets and gather buffers
 
  private:
-  void pack(const float* full, float* padded) const;      // model-flat -> padded layout
-  void unpack(const float* padded, float* full) const;    // padded -> model-flat
+  bool distributed() const { return comm_ && world_ > 1; }
+  void pack(const float* full, float* padded) const;
   template <typename T>
-  void unpack_typed(const T* padded, T* full) const;
+  void unpack(const T* padded, T* full) const;
+  template <typename T>
+  void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
+  int bucket_of(int unit) const { return unit == 0 ? 0 : 1; }
 
   Backend& be_;
   Communicator* comm_;
   int stage_, rank_ = 0, world_ = 1;
+  int64_t sub_group_size_;
   StagePolicy policy_;
-  ModelBuffers model_;
-  PartitionLayout layout_;
-  AdamW adam_;
-  std::vector<AdamW::Group> groups_;  // over the arrays AdamW sees (full model, or this rank's shard)
+  AdamWConfig adam_cfg_;
+  UnitModel* model_ = nullptr;
+  ModelBuffers buf_;
+  std::unique_ptr<PartitionLayout> layout_;
+  std::unique_ptr<AdamW> adam_;
+  std::vector<AdamW::Group> groups_;              // over the arrays AdamW sees
+  std::vector<std::vector<int>> unit_groups_;     // sub-groups of each unit
   Buffer padded_, shard_grads_, shard_master_, shard_compute_, padded_compute_;
+  Buffer staging_, staging_out_;                  // one sub-group, padded (stages 2-3)
+  Buffer bucket_[2];                              // unit gradients (2-3): embeddings, others
+  Buffer gathered_[2];                            // unit parameters (3): embeddings, others
+  int resident_[2] = {-1, -1};                    // which unit each gather buffer holds now
 };
 
 }  // namespace strata::zero
