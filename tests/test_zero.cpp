@@ -113,6 +113,45 @@ TEST(ZeroEquivalence, ParameterCountIsNotDivisibleByThree) {
   EXPECT_NE(tiny_bytes().num_params() % 3, 0) << "pick a config whose Ψ exercises padding";
 }
 
+// Model-state bytes each rank allocates, measured, against the formulas for this engine.
+// Ψ parameters, Ψ' = Ψ padded per sub-group (partitioned parts hold Ψ'/N per rank).
+//   bf16 (p = 2 compute copy, g = 4: gradients stay f32, K = 12: f32 master + m + v):
+//     18Ψ, 6Ψ + 12Ψ'/N, 2Ψ + 16Ψ'/N, 18Ψ'/N        — the paper's 16Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N,
+//     16Ψ/N plus 2 bytes/parameter of gradient, held in f32 here instead of 16-bit.
+//   f32 (params are the master, g = 4, m + v = 8; partitioned optimizer states also keep
+//     their master shard): 16Ψ, 8Ψ + 12Ψ'/N, 4Ψ + 16Ψ'/N, 16Ψ'/N.
+TEST(ZeroAccounting, AllocatedBytesMatchTheFormulas) {
+  const int N = world->size();
+  const GPT2Config cfg = tiny_bytes();
+  std::vector<zero::ParamSpan> table;
+  for (const ParamSpec& s : gpt2_unit_layout(cfg)) {
+    const int64_t off = table.empty() ? 0 : table.back().offset + table.back().count;
+    table.push_back({s.name, s.unit, off, s.shape.numel()});
+  }
+  const zero::PartitionLayout lay(table, N, 1000);
+  const double psi = double(lay.model_elements()), part = double(lay.padded_elements()) / N;
+  for (DType dt : {DType::bf16, DType::f32}) {
+    for (int stage = 0; stage <= 3; ++stage) {
+      TrainOptions o = run_options("acct");
+      o.model = test::source_path("configs/gpt2-tiny-bytes.json");
+      o.comm = world;
+      o.zero_stage = stage;
+      o.sub_group_size = 1000;
+      o.precision = dt;
+      o.steps = 1;
+      o.keep_final_params = false;
+      o.micro_batch = kGlobalBatch / N;
+      const TrainResult r = train(o);
+      const double got = double(r.param_bytes + r.grad_bytes + r.optim_bytes);
+      const bool bf = dt == DType::bf16;
+      const double expect[4] = {bf ? 18 * psi : 16 * psi, bf ? 6 * psi + 12 * part : 8 * psi + 12 * part,
+                                bf ? 2 * psi + 16 * part : 4 * psi + 16 * part, bf ? 18 * part : 16 * part};
+      EXPECT_EQ(got, expect[stage]) << dtype_name(dt) << " stage " << stage << " on " << N << " ranks: params "
+                                    << r.param_bytes << ", grads " << r.grad_bytes << ", optimizer " << r.optim_bytes;
+    }
+  }
+}
+
 TEST(ZeroEquivalence, UnknownStageIsRefused) {
   TrainOptions o = run_options("s4");
   o.model = test::source_path("configs/gpt2-tiny-bytes.json");

@@ -63,7 +63,7 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
   param_base_.assign(size_t(num_units()), nullptr);
   grad_base_.assign(size_t(num_units()), nullptr);
   if (storage_.params) {
-    master_ = be_.allocate(n * 4, "params:master_f32");
+    if (owns_master()) master_ = be_.allocate(n * 4, "params:master_f32");
     if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
     char* base = static_cast<char*>(dtype_ == DType::f32 ? master_.data() : compute_.data());
     for (int u = 0; u < num_units(); ++u) param_base_[size_t(u)] = base + size_t(unit_begin(u)) * dtype_size(dtype_);
@@ -179,14 +179,14 @@ void GPT2::init_unit(int u, uint64_t seed, float* dst) const {
 }
 
 void GPT2::init_weights(uint64_t seed) {
-  STRATA_CHECK(storage_.params, "init_weights on a model without its own parameters",
+  STRATA_CHECK(owns_master(), "init_weights on a model without its own master parameters",
                "the ZeRO engine initialises partitioned parameters with init_unit");
   for (int u = 0; u < num_units(); ++u) init_unit(u, seed, master_.as<float>() + unit_begin(u));
   sync_compute_params();
 }
 
 void GPT2::import_llmc_params(std::span<const float> llmc) {
-  STRATA_CHECK(storage_.params && llmc.size() == size_t(num_params_), "import of " + std::to_string(llmc.size()) +
+  STRATA_CHECK(owns_master() && llmc.size() == size_t(num_params_), "import of " + std::to_string(llmc.size()) +
                                                                           " parameters into a model of " +
                                                                           std::to_string(num_params_),
                "the file was written for a different model shape");
@@ -216,7 +216,7 @@ void GPT2::export_llmc_grads(std::span<float> llmc) const {
 }
 
 void GPT2::sync_compute_params() {
-  if (dtype_ != DType::f32 && storage_.params) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
+  if (dtype_ != DType::f32 && owns_master()) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
 }
 
 void GPT2::zero_grad() {

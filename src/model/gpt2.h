@@ -21,8 +21,10 @@
 namespace strata {
 
 struct GPT2Storage {
-  bool params = true;  // full master (+ compute copy); false: the hooks provide each unit
+  bool params = true;  // full compute parameters; false: the hooks provide each unit
   bool grads = true;   // full f32 gradients; false: the hooks provide each unit's
+  bool master = true;  // a full f32 master besides a bf16 compute copy (false: the engine
+                       // keeps the master, partitioned)
 };
 
 class GPT2 final : public UnitModel {
@@ -45,6 +47,7 @@ class GPT2 final : public UnitModel {
   void set_unit_params(int u, void* base) override { param_base_[size_t(u)] = base; }
   void set_unit_grads(int u, float* base) override { grad_base_[size_t(u)] = base; }
   bool owns_params() const { return storage_.params; }
+  bool owns_master() const { return storage_.params && (storage_.master || dtype_ == DType::f32); }
   bool owns_grads() const { return storage_.grads; }
   // Writes unit u's initial f32 parameters into dst[unit_count(u)] (what init_weights
   // writes there); each tensor draws from its own stream, so units initialise alone.

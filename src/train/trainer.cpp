@@ -82,10 +82,11 @@ TrainResult train(const TrainOptions& opts) {
                           {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
                            {isa, opts.threads, 1 << 16}});
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
-             {engine.model_owns_params(), engine.model_owns_grads()}, engine.hooks());
-  if (model.owns_params()) model.init_weights(opts.seed);
+             {engine.model_owns_params(), engine.model_owns_grads(), engine.model_owns_master(opts.precision)},
+             engine.hooks());
+  if (model.owns_master()) model.init_weights(opts.seed);
   zero::ModelBuffers buffers;
-  buffers.master = model.owns_params() ? model.master_flat().as<float>() : nullptr;
+  buffers.master = model.owns_master() ? model.master_flat().as<float>() : nullptr;
   buffers.grads = model.owns_grads() ? model.grad_flat().as<float>() : nullptr;
   buffers.compute = model.owns_params() ? model.compute_flat().data : nullptr;
   buffers.compute_dtype = opts.precision;
@@ -137,6 +138,7 @@ TrainResult train(const TrainOptions& opts) {
 
   TrainResult result;
   result.num_params = model.num_params();
+  result.param_bytes = size_t(mine[0]), result.grad_bytes = size_t(mine[1]), result.optim_bytes = size_t(mine[2]);
   result.steps.reserve(size_t(opts.steps));  // no host allocation inside the step either
   size_t allocations_after_first = 0;
   double smoothed_tps = 0;

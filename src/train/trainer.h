@@ -55,6 +55,10 @@ struct TrainResult {
   size_t device_high_water = 0;
   size_t steady_state_allocations = 0;  // allocations after the first step (must be 0)
   std::vector<float> final_params;      // with keep_final_params: the f32 parameters at the end
+  // This rank's model-state bytes as allocated: parameters (master and compute copies the
+  // model holds, or the engine's compute shard), gradients (full or shard), optimizer
+  // states (m, v and the engine's master shard).
+  size_t param_bytes = 0, grad_bytes = 0, optim_bytes = 0;
 };
 
 // Resolves a default resource path (configs/..., data/...) against the working directory,

@@ -28,8 +28,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   buf_ = std::move(buffers);
   STRATA_CHECK(buf_.weight_decay.size() == buf_.params.size(), "ZeroEngine: one weight-decay flag per parameter",
                "this is a bug in the caller");
-  STRATA_CHECK(policy_.parameters || buf_.master, "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's parameters",
-               "this is a bug in the caller");
+  STRATA_CHECK(policy_.optimizer_states || buf_.master,
+               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's parameters", "this is a bug in the caller");
   STRATA_CHECK(policy_.gradients || buf_.grads, "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's gradients",
                "this is a bug in the caller");
   layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, sub_group_size_);
@@ -80,7 +80,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
     gathered_[1] = be_.allocate(size_t(std::max<int64_t>(max_other, 1)) * esz, "zero:params_unit");
   }
   // Initial master shard: from the model's full parameters, or unit by unit.
-  if (!policy_.parameters) {
+  if (buf_.master) {
     pack(buf_.master, padded_.as<float>());
     for (size_t g = 0; g < lay.sub_groups().size(); ++g)
       std::memcpy(shard_master_.as<float>() + lay.shard_offset(int(g)), padded_.as<float>() + lay.slice_begin(int(g), rank_),
@@ -97,10 +97,11 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
                       size_t(hi - lo) * 4);
       }
     }
-    if (low_precision)
-      be_.cast({shard_compute_.data(), buf_.compute_dtype, {int64_t(shard)}, Tier::device},
-               {shard_master_.data(), DType::f32, {int64_t(shard)}, Tier::device});
   }
+  if (low_precision)
+    be_.cast({shard_compute_.data(), buf_.compute_dtype, {int64_t(shard)}, Tier::device},
+             {shard_master_.data(), DType::f32, {int64_t(shard)}, Tier::device});
+  if (!buf_.master && !policy_.parameters) publish_params();  // fill the model's bf16 copy
 }
 
 void ZeroEngine::pack(const float* full, float* padded) const {
@@ -207,7 +208,13 @@ bool ZeroEngine::step(float lr, float clip_scale, int64_t t) {
                                      buf_.compute_dtype, groups_, lr, clip_scale, t);
   resident_[0] = resident_[1] = -1;  // gathered parameters are stale now
   if (policy_.parameters) return nonfinite;  // stage 3: gathered again when next used
+  publish_params();
+  return nonfinite;
+}
+
+void ZeroEngine::publish_params() {
   // Stages 1-2: every rank's full parameters become current (bf16 copy-out, or f32).
+  const bool low = buf_.compute_dtype != DType::f32;
   const PartitionLayout& lay = *layout_;
   for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
     const SubGroup& s = lay.sub_groups()[g];
@@ -221,7 +228,6 @@ bool ZeroEngine::step(float lr, float clip_scale, int64_t t) {
     unpack(static_cast<const uint16_t*>(padded_compute_.data()), static_cast<uint16_t*>(buf_.compute));
   else
     unpack(padded_.as<float>(), buf_.master);
-  return nonfinite;
 }
 
 void ZeroEngine::gather_full_params(std::span<float> out) {
@@ -243,7 +249,8 @@ size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() +
 
 size_t ZeroEngine::comm_buffer_bytes() const {
   return padded_.bytes() + padded_compute_.bytes() + staging_.bytes() + staging_out_.bytes() + bucket_[0].bytes() +
-         bucket_[1].bytes() + gathered_[0].bytes() + gathered_[1].bytes();
+         bucket_[1].bytes() + gathered_[0].bytes() + gathered_[1].bytes() + (shard_grads_.bytes() - grad_shard_bytes()) +
+         (shard_compute_.bytes() - param_shard_bytes());
 }
 
 }  // namespace strata::zero

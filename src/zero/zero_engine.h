@@ -48,9 +48,13 @@ class ZeroEngine final : public UnitHooks {
   // What the model must allocate itself, and the hooks it must call (null below stage 2).
   bool model_owns_params() const { return !policy_.parameters; }
   bool model_owns_grads() const { return !policy_.gradients; }
+  // Whether the model keeps a full f32 master besides its compute copy: only when nothing
+  // is partitioned, or when the compute copy is the master (f32 runs).
+  bool model_owns_master(DType compute) const { return !policy_.optimizer_states || compute == DType::f32; }
   UnitHooks* hooks() { return policy_.gradients ? this : nullptr; }
-  // Builds the partition and this rank's shards. With partitioned parameters the shard is
-  // initialised unit by unit from model.init_unit(seed); otherwise from buffers.master.
+  // Builds the partition and this rank's shards. The master shard comes from
+  // buffers.master when the model has one, else unit by unit from model.init_unit(seed)
+  // (never the whole model at once); the model's compute copy is then filled from it.
   void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed);
 
   int stage() const { return stage_; }
@@ -73,14 +77,17 @@ class ZeroEngine final : public UnitHooks {
   void open_grads(int unit) override;
   void close_grads(int unit) override;
 
-  // Bytes this rank allocated, by kind, beyond the model's own buffers.
+  // Bytes this rank allocated, by kind, beyond the model's own buffers. A shard counts as
+  // the model state it holds only when that state is partitioned (stage 2+ gradients,
+  // stage 3 parameters); below that the same buffer is communication staging.
   size_t optimizer_state_bytes() const;  // m, v and the master shard
-  size_t grad_shard_bytes() const { return shard_grads_.bytes(); }
-  size_t param_shard_bytes() const { return shard_compute_.bytes(); }
-  size_t comm_buffer_bytes() const;  // staging, buckets and gather buffers
+  size_t grad_shard_bytes() const { return policy_.gradients ? shard_grads_.bytes() : 0; }
+  size_t param_shard_bytes() const { return policy_.parameters ? shard_compute_.bytes() : 0; }
+  size_t comm_buffer_bytes() const;  // staging, buckets, gather buffers and staging shards
 
  private:
   bool distributed() const { return comm_ && world_ > 1; }
+  void publish_params();  // stages 1-2: all-gather the shards into the model's full parameters
   void pack(const float* full, float* padded) const;
   template <typename T>
   void unpack(const T* padded, T* full) const;
