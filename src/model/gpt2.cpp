@@ -185,19 +185,30 @@ void GPT2::init_weights(uint64_t seed) {
   sync_compute_params();
 }
 
+// Calls f(offset in this layout, offset in llm.c's order, count) for every per-layer
+// slice of every tensor: the two orders hold the same slices, differently arranged.
+template <typename F>
+static void for_each_llmc_slice(const GPT2Config& cfg, const std::vector<std::vector<int>>& entry,
+                                const std::vector<int64_t>& offsets, F&& f) {
+  size_t at = 0;
+  for (const ParamSpec& s : gpt2_param_specs(cfg)) {
+    const bool stacked = s.kind >= GPT2Param::ln1w && s.kind <= GPT2Param::fcprojb;
+    const int layers = stacked ? cfg.n_layer : 1;
+    const int64_t per = s.shape.numel() / layers;
+    for (int l = 0; l < layers; ++l, at += size_t(per))
+      f(offsets[size_t(entry[size_t(s.kind)][size_t(l)])], at, size_t(per));
+  }
+}
+
 void GPT2::import_llmc_params(std::span<const float> llmc) {
   STRATA_CHECK(owns_master() && llmc.size() == size_t(num_params_), "import of " + std::to_string(llmc.size()) +
                                                                           " parameters into a model of " +
                                                                           std::to_string(num_params_),
                "the file was written for a different model shape");
-  size_t at = 0;
-  for (const ParamSpec& s : gpt2_param_specs(cfg_)) {
-    const bool stacked = s.kind >= GPT2Param::ln1w && s.kind <= GPT2Param::fcprojb;
-    const int layers = stacked ? cfg_.n_layer : 1;
-    const int64_t per = s.shape.numel() / layers;
-    for (int l = 0; l < layers; ++l, at += size_t(per))
-      std::memcpy(master_.as<float>() + offsets_[size_t(entry(s.kind, l))], llmc.data() + at, size_t(per) * 4);
-  }
+  float* master = master_.as<float>();
+  for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
+    std::memcpy(master + mine, llmc.data() + theirs, n * 4);
+  });
   sync_compute_params();
 }
 
@@ -205,14 +216,10 @@ void GPT2::export_llmc_grads(std::span<float> llmc) const {
   STRATA_CHECK(storage_.grads && llmc.size() == size_t(num_params_), "export of gradients into " +
                                                                          std::to_string(llmc.size()) + " elements",
                "the destination must hold every parameter");
-  size_t at = 0;
-  for (const ParamSpec& s : gpt2_param_specs(cfg_)) {
-    const bool stacked = s.kind >= GPT2Param::ln1w && s.kind <= GPT2Param::fcprojb;
-    const int layers = stacked ? cfg_.n_layer : 1;
-    const int64_t per = s.shape.numel() / layers;
-    for (int l = 0; l < layers; ++l, at += size_t(per))
-      std::memcpy(llmc.data() + at, grads_.as<float>() + offsets_[size_t(entry(s.kind, l))], size_t(per) * 4);
-  }
+  const float* grads = grads_.as<float>();
+  for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
+    std::memcpy(llmc.data() + theirs, grads + mine, n * 4);
+  });
 }
 
 void GPT2::sync_compute_params() {
