@@ -100,22 +100,22 @@ MpiComm::~MpiComm() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-std::string MpiComm::describe(Kind kind, CommType t, size_t count) const {
+std::string MpiComm::describe(const Call& call) const {
   static const char* names[] = {"?", "all_reduce", "reduce_scatter", "all_gather", "broadcast", "barrier"};
-  return std::string(names[int(kind)]) + " of " + std::to_string(count) + " " + std::string(comm_type_name(t)) +
-         " (call #" + std::to_string(seq_) + ") on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
-         " (host " + host_ + ")";
+  return std::string(names[int(call.kind)]) + " of " + std::to_string(call.count) + " " +
+         std::string(comm_type_name(call.type)) + " (call #" + std::to_string(seq_) + ") on rank " +
+         std::to_string(rank_) + " of " + std::to_string(size_) + " (host " + host_ + ")" + call.phase;
 }
 
-void MpiComm::wait(MPI_Request& req, const std::string& what) {
+void MpiComm::wait(MPI_Request& req, const Call& call) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::duration<double>(opts_.timeout_s);
   int done = 0;
   for (int spins = 0;; ++spins) {
-    STRATA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    STRATA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE), describe(call));
     if (done) return;
     if (clock::now() > deadline) {
-      throw_error(what + " did not complete within " + std::to_string(int(opts_.timeout_s)) + " s",
+      throw_error(describe(call) + " did not complete within " + std::to_string(int(opts_.timeout_s)) + " s",
                   "another rank has died, hung, or is in a different collective; check the other ranks' logs "
                   "(the timeout is --comm-timeout)");
     }
@@ -124,69 +124,69 @@ void MpiComm::wait(MPI_Request& req, const std::string& what) {
   }
 }
 
-void MpiComm::agree(Kind kind, CommType t, size_t count, int64_t extra) {
+void MpiComm::agree(const Call& call, int64_t extra) {
   ++seq_;
-  STRATA_CHECK(count <= size_t(INT32_MAX), describe(kind, t, count) + ": count exceeds MPI's int limit",
+  STRATA_CHECK(call.count <= size_t(INT32_MAX), describe(call) + ": count exceeds MPI's int limit",
                "split the buffer (lower --sub-group-size)");
   if (!opts_.validate || size_ == 1) return;
   // max and -min of the signature in one reduction: they differ iff some rank disagrees.
-  int64_t sig[4] = {int64_t(kind), int64_t(t), int64_t(count), extra};
+  int64_t sig[4] = {int64_t(call.kind), int64_t(call.type), int64_t(call.count), extra};
   int64_t both[8], out[8];
   for (int i = 0; i < 4; ++i) both[i] = sig[i], both[4 + i] = -sig[i];
-  const std::string what = describe(kind, t, count);
+  const Call check{call.kind, call.type, call.count, " (agreement check)"};
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Iallreduce(both, out, 8, MPI_INT64_T, MPI_MAX, comm_, &req), what);
-  wait(req, what + " (agreement check)");
+  STRATA_MPI_CHECK(MPI_Iallreduce(both, out, 8, MPI_INT64_T, MPI_MAX, comm_, &req), describe(check));
+  wait(req, check);
   for (int i = 0; i < 4; ++i)
     if (out[i] != -out[4 + i])
-      throw_error("collective mismatch: " + what + ", but another rank called a different collective or count",
+      throw_error("collective mismatch: " + describe(call) + ", but another rank called a different collective or count",
                   "every rank must issue the same collectives in the same order with the same sizes; "
                   "this is a bug in the caller");
 }
 
 void MpiComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
-  agree(Kind::all_reduce, t, count, int64_t(op));
-  const std::string what = describe(Kind::all_reduce, t, count);
+  const Call call{Kind::all_reduce, t, count};
+  agree(call, int64_t(op));
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req), what);
-  wait(req, what);
+  STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req), describe(call));
+  wait(req, call);
   count_sent(2.0 * double(size_ - 1) / double(size_) * double(count), t);
 }
 
 void MpiComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) {
-  agree(Kind::reduce_scatter, t, count_out, 0);
-  const std::string what = describe(Kind::reduce_scatter, t, count_out);
+  const Call call{Kind::reduce_scatter, t, count_out};
+  agree(call, 0);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req), what);
-  wait(req, what);
+  STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req), describe(call));
+  wait(req, call);
   count_sent(double(size_ - 1) * double(count_out), t);
 }
 
 void MpiComm::do_all_gather(const void* in, void* out, CommType t, size_t count_in) {
-  agree(Kind::all_gather, t, count_in, 0);
-  const std::string what = describe(Kind::all_gather, t, count_in);
+  const Call call{Kind::all_gather, t, count_in};
+  agree(call, 0);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req), what);
-  wait(req, what);
+  STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req), describe(call));
+  wait(req, call);
   count_sent(double(size_ - 1) * double(count_in), t);
 }
 
 void MpiComm::do_broadcast(void* data, CommType t, size_t count, int root) {
   STRATA_CHECK(root >= 0 && root < size_, "broadcast from rank " + std::to_string(root), "the root must be a valid rank");
-  agree(Kind::broadcast, t, count, root);
-  const std::string what = describe(Kind::broadcast, t, count);
+  const Call call{Kind::broadcast, t, count};
+  agree(call, root);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Ibcast(data, int(count), mpi_type(t), root, comm_, &req), what);
-  wait(req, what);
+  STRATA_MPI_CHECK(MPI_Ibcast(data, int(count), mpi_type(t), root, comm_, &req), describe(call));
+  wait(req, call);
   count_sent(size_ > 1 ? double(count) : 0.0, t);
 }
 
 void MpiComm::barrier() {
-  agree(Kind::barrier, CommType::u8, 0, 0);
-  const std::string what = describe(Kind::barrier, CommType::u8, 0);
+  const Call call{Kind::barrier, CommType::u8, 0};
+  agree(call, 0);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Ibarrier(comm_, &req), what);
-  wait(req, what);
+  STRATA_MPI_CHECK(MPI_Ibarrier(comm_, &req), describe(call));
+  wait(req, call);
 }
 
 }  // namespace strata

@@ -40,9 +40,17 @@ class MpiComm final : public Communicator {
 
  private:
   enum class Kind : int64_t { all_reduce = 1, reduce_scatter, all_gather, broadcast, barrier };
-  void agree(Kind kind, CommType t, size_t count, int64_t extra);
-  void wait(MPI_Request& req, const std::string& what);
-  std::string describe(Kind kind, CommType t, size_t count) const;
+  // One collective call; its description is built only when something goes wrong, so the
+  // step's collectives allocate nothing.
+  struct Call {
+    Kind kind;
+    CommType type;
+    size_t count;
+    const char* phase = "";
+  };
+  void agree(const Call& call, int64_t extra);
+  void wait(MPI_Request& req, const Call& call);
+  std::string describe(const Call& call) const;
 
   MpiCommOptions opts_;
   MPI_Comm comm_ = MPI_COMM_NULL;
