@@ -45,7 +45,8 @@ std::string default_peer() {
 cpu_set_t g_unpinned;
 
 // Runs the DeepSpeed harness; returns params/s or a negative value with `note` set.
-double run_peer(const std::string& exe, long long n, int threads, int repeats, const std::string& mode, std::string& note) {
+double run_peer(const std::string& exe, long long n, int threads, int repeats, const std::string& mode,
+                std::string& note) {
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) + " " + exe + " " + std::to_string(n) + " " +
                           std::to_string(threads) + " " + std::to_string(repeats) + " " + mode + " 2>&1";
   cpu_set_t mine;
@@ -157,11 +158,12 @@ int run_adam_bench(const AdamBenchOptions& o) {
       ds_copy = run_peer(peer, n, threads, o.repeats, "copy", note);
       if (ds > 0) row["deepspeed_params_per_s"] = ds, row["ratio_vs_deepspeed"] = nn / t_adam / ds;
       if (ds_copy > 0)
-        row["deepspeed_plus_copy_params_per_s"] = ds_copy, row["bf16_copy_ratio_vs_deepspeed_plus_copy"] = nn / t_copy / ds_copy;
+        row["deepspeed_plus_copy_params_per_s"] = ds_copy,
+        row["bf16_copy_ratio_vs_deepspeed_plus_copy"] = nn / t_copy / ds_copy;
     }
-    std::printf("%12lld %12.1f %12.1f %12.3f %10.3f %14.3f %14.3f %10.3f %10.3f\n", n, bound_gbs, adam_gbs, nn / t_adam * 1e-9,
-                adam_gbs / bound_gbs, nn / t_copy * 1e-9, ds > 0 ? ds * 1e-9 : 0.0, ds > 0 ? nn / t_adam / ds : 0.0,
-                ds_copy > 0 ? nn / t_copy / ds_copy : 0.0);
+    std::printf("%12lld %12.1f %12.1f %12.3f %10.3f %14.3f %14.3f %10.3f %10.3f\n", n, bound_gbs, adam_gbs,
+                nn / t_adam * 1e-9, adam_gbs / bound_gbs, nn / t_copy * 1e-9, ds > 0 ? ds * 1e-9 : 0.0,
+                ds > 0 ? nn / t_adam / ds : 0.0, ds_copy > 0 ? nn / t_copy / ds_copy : 0.0);
     if (!note.empty()) std::printf("  deepspeed peer: %s\n", note.c_str());
     sizes.push_back(row);
     last = row;

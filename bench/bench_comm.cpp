@@ -19,20 +19,25 @@ int run_comm_bench(const CommBenchOptions& o) {
   for (size_t i = 0; i < max_count; ++i) a[i] = float(i % 100), b[i] = 0;  // first touch
   struct Op {
     const char* name;
-    double factor;  // busbw / algbw
+    double factor;                    // busbw / algbw
     std::function<void(size_t)> run;  // count = message size in elements
   };
   const double nn = N;
   std::vector<Op> ops = {
       {"all_reduce", 2.0 * (nn - 1) / nn, [&](size_t c) { comm.all_reduce(std::span<float>(a.data(), c)); }},
       {"reduce_scatter", (nn - 1) / nn,
-       [&](size_t c) { comm.reduce_scatter(std::span<const float>(a.data(), c), std::span<float>(b.data(), c / size_t(N))); }},
+       [&](size_t c) {
+         comm.reduce_scatter(std::span<const float>(a.data(), c), std::span<float>(b.data(), c / size_t(N)));
+       }},
       {"all_gather", (nn - 1) / nn,
-       [&](size_t c) { comm.all_gather(std::span<const float>(b.data(), c / size_t(N)), std::span<float>(a.data(), c)); }},
+       [&](size_t c) {
+         comm.all_gather(std::span<const float>(b.data(), c / size_t(N)), std::span<float>(a.data(), c));
+       }},
       {"broadcast", 1.0, [&](size_t c) { comm.broadcast(std::span<float>(a.data(), c), 0); }},
   };
   if (me == 0) {
-    std::printf("bench comm: %d ranks (MPI), host %s; time = slowest rank, best of %d\n", N, comm.host().c_str(), o.iters);
+    std::printf("bench comm: %d ranks (MPI), host %s; time = slowest rank, best of %d\n", N, comm.host().c_str(),
+                o.iters);
     std::printf("%-15s %12s %12s %12s %12s\n", "collective", "bytes", "time us", "algbw GB/s", "busbw GB/s");
   }
   nlohmann::json result = {{"bench", "comm"}, {"ranks", N}, {"results", nlohmann::json::array()}};
@@ -54,8 +59,11 @@ int run_comm_bench(const CommBenchOptions& o) {
       const double size_bytes = double(count) * 4, algbw = size_bytes / best * 1e-9, busbw = algbw * op.factor;
       peak_busbw = std::max(peak_busbw, busbw);
       if (me == 0) std::printf("%-15s %12.0f %12.1f %12.3f %12.3f\n", op.name, size_bytes, best * 1e6, algbw, busbw);
-      result["results"].push_back(
-          {{"op", op.name}, {"bytes", size_bytes}, {"time_us", best * 1e6}, {"algbw_gbps", algbw}, {"busbw_gbps", busbw}});
+      result["results"].push_back({{"op", op.name},
+                                   {"bytes", size_bytes},
+                                   {"time_us", best * 1e6},
+                                   {"algbw_gbps", algbw},
+                                   {"busbw_gbps", busbw}});
     }
     result[std::string(op.name) + "_peak_busbw_gbps"] = peak_busbw;
   }

@@ -17,8 +17,8 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/gpt2.h"
-#include "zero/adamw.h"
 #include "train/trainer.h"
+#include "zero/adamw.h"
 
 namespace strata::bench {
 
@@ -99,13 +99,16 @@ int run_model_bench(const ModelBenchOptions& o) {
 #endif
   const double fpt = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, o.seq_len);
   const bool want_peer = o.peer == "torch" || (o.peer == "auto" && torch_available(o.python));
-  STRATA_CHECK(o.peer != "torch" || torch_available(o.python),
-               "--peer torch: '" + o.python + "' cannot import torch", "apt-get install python3-torch libopenblas0-openmp");
+  STRATA_CHECK(o.peer != "torch" || torch_available(o.python), "--peer torch: '" + o.python + "' cannot import torch",
+               "apt-get install python3-torch libopenblas0-openmp");
   std::printf("bench model: GPT-2 L=%d d=%d heads=%d vocab=%d, B=%d T=%d, %d threads, %.1f GFLOP/token-step\n",
               cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
-  std::printf("%-6s %14s %12s %14s %12s %10s %14s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s", "ratio",
-              "vs torch best");
-  nlohmann::json result = {{"bench", "model"}, {"threads", threads}, {"batch", o.micro_batch}, {"seq_len", o.seq_len},
+  std::printf("%-6s %14s %12s %14s %12s %10s %14s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s",
+              "ratio", "vs torch best");
+  nlohmann::json result = {{"bench", "model"},
+                           {"threads", threads},
+                           {"batch", o.micro_batch},
+                           {"seq_len", o.seq_len},
                            {"flops_per_token", fpt}};
   auto split = [](std::string s) {
     std::vector<std::string> out;
@@ -140,7 +143,8 @@ int run_model_bench(const ModelBenchOptions& o) {
                 r.m.tokens_per_s * fpt * 1e-9, r.peer, r.peer > 0 ? r.peer * fpt * 1e-9 : 0.0, ratio, vs_best);
     auto& j = result[r.name];
     j = {{"tokens_per_s", r.m.tokens_per_s}, {"gflops", r.m.tokens_per_s * fpt * 1e-9}, {"step_s", r.m.step_s}};
-    if (r.peer > 0) j["torch_tokens_per_s"] = r.peer, j["torch_gflops"] = r.peer * fpt * 1e-9, j["ratio_vs_torch"] = ratio;
+    if (r.peer > 0)
+      j["torch_tokens_per_s"] = r.peer, j["torch_gflops"] = r.peer * fpt * 1e-9, j["ratio_vs_torch"] = ratio;
     if (torch_best > 0) j["ratio_vs_torch_fastest"] = vs_best, j["torch_fastest"] = torch_best_name;
   }
   if (torch_best > 0) result["torch_blas"] = note;

@@ -1,11 +1,11 @@
 #include "cpu/convert.h"
 
-#include "cpu/simd.h"
-
 #include <immintrin.h>
 
 #include <cstring>
 #include <vector>
+
+#include "cpu/simd.h"
 
 namespace strata::cpu {
 
@@ -34,8 +34,7 @@ void convert_from_f32(void* dst, DType dst_t, const float* src, size_t n) {
   }
   auto* d = static_cast<uint16_t*>(dst);
   if (dst_t == DType::bf16) {
-    for (; i + 8 <= n; i += 8)
-      simd::store8(reinterpret_cast<bf16*>(d) + i, _mm256_loadu_ps(src + i));
+    for (; i + 8 <= n; i += 8) simd::store8(reinterpret_cast<bf16*>(d) + i, _mm256_loadu_ps(src + i));
     for (; i < n; ++i) d[i] = f32_to_bf16(src[i]);
   } else {
     for (; i + 8 <= n; i += 8)

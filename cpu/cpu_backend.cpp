@@ -34,9 +34,7 @@ Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) {
   });
 }
 
-std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) {
-  return std::make_unique<CpuStream>(name);
-}
+std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) { return std::make_unique<CpuStream>(name); }
 std::unique_ptr<Event> CpuBackend::make_event() { return std::make_unique<CpuEvent>(); }
 
 void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s) {
@@ -49,8 +47,8 @@ void CpuBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens
 void CpuBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
   cpu::encoder_backward(dwte, dwpe, dout, tokens);
 }
-void CpuBackend::layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
-                                   TensorView weight, TensorView bias) {
+void CpuBackend::layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
+                                   TensorView bias) {
   cpu::layernorm_forward(out, mean, rstd, inp, weight, bias);
 }
 void CpuBackend::layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
@@ -60,15 +58,15 @@ void CpuBackend::layernorm_backward(TensorView dinp, TensorView dweight, TensorV
 void CpuBackend::matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) {
   cpu::matmul_forward(out, inp, weight, bias, ws_);
 }
-void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                                 TensorView inp, TensorView weight) {
+void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                                 TensorView weight) {
   cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, ws_);
 }
 void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head) {
   cpu::attention_forward(out, lse, qkv, n_head, ws_);
 }
-void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
-                                    TensorView lse, int n_head) {
+void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
+                                    int n_head) {
   cpu::attention_backward(dqkv, dout, qkv, out, lse, n_head, ws_);
 }
 void CpuBackend::gelu_forward(TensorView out, TensorView inp) { cpu::gelu_forward(out, inp); }

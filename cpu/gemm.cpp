@@ -9,21 +9,19 @@
 
 namespace strata::cpu {
 
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+           int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
-  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                                beta, C, ldc);
+  dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   STRATA_CHECK(st == dnnl_success,
-               "dnnl_sgemm(M=" + std::to_string(M) + ", N=" + std::to_string(N) +
-                   ", K=" + std::to_string(K) + ") failed with status " + std::to_string(int(st)),
+               "dnnl_sgemm(M=" + std::to_string(M) + ", N=" + std::to_string(N) + ", K=" + std::to_string(K) +
+                   ") failed with status " + std::to_string(int(st)),
                "check the leading dimensions; this is a bug in the caller");
 }
 
 // Copies the block of op(X) covering rows [r0, r0+rows) of the stored matrix and columns
 // [c0, c0+cols) into a dense f32 panel with leading dimension `cols`.
-static void convert_block(float* dst, const GemmOperand& x, int64_t r0, int64_t rows, int64_t c0,
-                          int64_t cols) {
+static void convert_block(float* dst, const GemmOperand& x, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
   const size_t esz = dtype_size(x.dtype);
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)
   for (int64_t r = 0; r < rows; ++r) {
@@ -32,11 +30,11 @@ static void convert_block(float* dst, const GemmOperand& x, int64_t r0, int64_t 
   }
 }
 
-void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta,
-          float* C, int64_t ldc, Workspace& ws) {
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,
+          Workspace& ws) {
   if (A.dtype == DType::f32 && B.dtype == DType::f32) {
-    sgemm(A.trans, B.trans, M, N, K, alpha, static_cast<const float*>(A.data), A.ld,
-          static_cast<const float*>(B.data), B.ld, beta, C, ldc);
+    sgemm(A.trans, B.trans, M, N, K, alpha, static_cast<const float*>(A.data), A.ld, static_cast<const float*>(B.data),
+          B.ld, beta, C, ldc);
     return;
   }
   // Panels: K in blocks of kb, N in blocks of nb. A's panel is converted once per K block.

@@ -16,11 +16,11 @@ struct GemmOperand {
   bool trans;  // op(X) = X^T
 };
 
-void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta,
-          float* C, int64_t ldc, Workspace& ws);
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,
+          Workspace& ws);
 
 // Thin checked wrapper over dnnl_sgemm.
-void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+           int64_t ldb, float beta, float* C, int64_t ldc);
 
 }  // namespace strata::cpu

@@ -16,9 +16,10 @@ void* host_alloc(size_t bytes, const char* tag) {
   if (bytes == 0) return nullptr;
   const size_t len = round_up(bytes, 4096);
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  STRATA_CHECK(p != MAP_FAILED,
-               std::string("mmap of ") + format_bytes(double(len)) + " for '" + tag + "' failed: " + std::strerror(errno),
-               "the machine is out of memory: lower --device-mem or the model/batch size");
+  STRATA_CHECK(
+      p != MAP_FAILED,
+      std::string("mmap of ") + format_bytes(double(len)) + " for '" + tag + "' failed: " + std::strerror(errno),
+      "the machine is out of memory: lower --device-mem or the model/batch size");
   if (len >= (2u << 20)) madvise(p, len, MADV_HUGEPAGE);  // advisory: failure is harmless
   // Parallel first touch, static schedule like the ops, one write per 4 KiB page.
   const int64_t pages = int64_t(len / 4096);

@@ -11,22 +11,21 @@ namespace strata::cpu {
 
 void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe);
 void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens);
-void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
-                       TensorView weight, TensorView bias);
-void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
-                        Workspace& ws);
+void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
+                       TensorView bias);
+void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                        TensorView weight, TensorView mean, TensorView rstd, Workspace& ws);
 void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws);
-void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                     TensorView inp, TensorView weight, Workspace& ws);
+void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                     TensorView weight, Workspace& ws);
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws);
-void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
-                        TensorView lse, int n_head, Workspace& ws);
+void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
+                        Workspace& ws);
 void gelu_forward(TensorView out, TensorView inp);
 void gelu_backward(TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(TensorView out, TensorView a, TensorView b);
-double cross_entropy_forward_backward(TensorView losses, TensorView logits,
-                                      std::span<const int32_t> targets, int vocab, float dloss);
+double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
+                                      float dloss);
 void cast(TensorView dst, TensorView src);
 double sum_squares(TensorView x);
 
@@ -34,9 +33,12 @@ double sum_squares(TensorView x);
 template <typename F>
 decltype(auto) dispatch_act(DType t, F&& f) {
   switch (t) {
-    case DType::f32: return f(float{});
-    case DType::bf16: return f(bf16{});
-    default: break;
+    case DType::f32:
+      return f(float{});
+    case DType::bf16:
+      return f(bf16{});
+    default:
+      break;
   }
   throw_error("activations of dtype " + std::string(dtype_name(t)) + " are not supported by the CPU backend",
               "use --precision f32 or bf16");

@@ -24,8 +24,7 @@ struct Dims {
 Dims dims_of(const TensorView& qkv, int n_head) {
   Dims d{qkv.shape[0], qkv.shape[1], qkv.shape[2] / 3, n_head, 0};
   STRATA_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0 && d.C % n_head == 0,
-               "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) +
-                   " heads",
+               "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) + " heads",
                "qkv must be [B, T, 3C] with C divisible by the head count");
   d.hd = d.C / n_head;
   return d;
@@ -102,8 +101,8 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   });
 }
 
-void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out,
-                        TensorView lse, int n_head, Workspace& ws) {
+void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
+                        Workspace& ws) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
@@ -138,8 +137,8 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
         simd::exp_shift_sum(p, t + 1, lrow[t]);
         for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       }
-      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);   // dv = P^T·dO
-      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);   // dP = dO·v^T
+      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);  // dv = P^T·dO
+      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP = dO·v^T
       for (int64_t t = 0; t < T; ++t) {
         float D = 0;  // Σ_i dO·O = Σ_j P·dP for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];

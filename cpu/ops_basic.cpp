@@ -7,20 +7,22 @@
 #endif
 
 #include "cpu/convert.h"
-#include "cpu/simd.h"
 #include "cpu/ops.h"
+#include "cpu/simd.h"
 
 namespace strata::cpu {
 
 void expect_numel(const TensorView& v, int64_t n, const char* op, const char* arg) {
-  STRATA_CHECK(v.numel() == n, std::string(op) + ": " + arg + " has shape " + v.shape.str() + " (" +
-                                   std::to_string(v.numel()) + " elements), expected " + std::to_string(n),
+  STRATA_CHECK(v.numel() == n,
+               std::string(op) + ": " + arg + " has shape " + v.shape.str() + " (" + std::to_string(v.numel()) +
+                   " elements), expected " + std::to_string(n),
                "this is a bug in the caller: shapes must agree");
 }
 
 void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg) {
-  STRATA_CHECK(v.dtype == t, std::string(op) + ": " + arg + " is " + std::string(dtype_name(v.dtype)) +
-                                 ", expected " + std::string(dtype_name(t)),
+  STRATA_CHECK(v.dtype == t,
+               std::string(op) + ": " + arg + " is " + std::string(dtype_name(v.dtype)) + ", expected " +
+                   std::string(dtype_name(t)),
                "this is a bug in the caller: dtypes must agree");
 }
 
@@ -30,14 +32,15 @@ void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
   const int64_t V = wte.shape[0], maxT = wpe.shape[0];
   expect_numel(out, N * C, "encoder_forward", "out");
-  STRATA_CHECK(T <= maxT, "sequence length " + std::to_string(T) + " exceeds the model's context " +
-                              std::to_string(maxT), "lower --seq-len or use a model with a longer context");
+  STRATA_CHECK(T <= maxT,
+               "sequence length " + std::to_string(T) + " exceeds the model's context " + std::to_string(maxT),
+               "lower --seq-len or use a model with a longer context");
   // Validate before the parallel loop: an exception must not leave an OpenMP region.
   for (int64_t n = 0; n < N; ++n) {
     const int32_t tok = tokens[size_t(n)];
-    STRATA_CHECK(tok >= 0 && tok < V, "token id " + std::to_string(tok) + " at position " +
-                                          std::to_string(n) + " is outside the vocabulary of " +
-                                          std::to_string(V),
+    STRATA_CHECK(tok >= 0 && tok < V,
+                 "token id " + std::to_string(tok) + " at position " + std::to_string(n) +
+                     " is outside the vocabulary of " + std::to_string(V),
                  "the data was tokenized for a different vocabulary: check --data and --model");
   }
   dispatch_act(out.dtype, [&]<typename T_>(T_) {
@@ -98,7 +101,8 @@ static inline __m256 gelu_grad8(__m256 x) {
   const __m256 th = simd::tanh8(_mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(a, x2), x, x)));
   const __m256 sech2 = _mm256_fnmadd_ps(th, th, one);
   const __m256 inner = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), a), x2, one));
-  return _mm256_fmadd_ps(_mm256_mul_ps(half, x), _mm256_mul_ps(sech2, inner), _mm256_mul_ps(half, _mm256_add_ps(one, th)));
+  return _mm256_fmadd_ps(_mm256_mul_ps(half, x), _mm256_mul_ps(sech2, inner),
+                         _mm256_mul_ps(half, _mm256_add_ps(one, th)));
 }
 
 // Elementwise work in chunks so OpenMP threads each own contiguous, vector-aligned ranges.
@@ -170,8 +174,8 @@ double sum_squares(TensorView x) {
   return s;
 }
 
-double cross_entropy_forward_backward(TensorView losses, TensorView logits,
-                                      std::span<const int32_t> targets, int vocab, float dloss) {
+double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
+                                      float dloss) {
   const int64_t Vp = last_dim(logits), N = int64_t(targets.size());
   expect_dtype(logits, DType::f32, "cross_entropy", "logits");
   expect_numel(logits, N * Vp, "cross_entropy", "logits");
@@ -179,9 +183,9 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits,
   float* lg = logits.as<float>();
   float* ls = losses.as<float>();
   for (int64_t n = 0; n < N; ++n)
-    STRATA_CHECK(targets[size_t(n)] < vocab, "target id " + std::to_string(targets[size_t(n)]) + " at position " +
-                                                 std::to_string(n) + " is outside the vocabulary of " +
-                                                 std::to_string(vocab),
+    STRATA_CHECK(targets[size_t(n)] < vocab,
+                 "target id " + std::to_string(targets[size_t(n)]) + " at position " + std::to_string(n) +
+                     " is outside the vocabulary of " + std::to_string(vocab),
                  "the data was tokenized for a different vocabulary: check --data and --model");
   double total = 0;
 #pragma omp parallel for reduction(+ : total) schedule(static)

@@ -9,8 +9,8 @@
 
 namespace strata::cpu {
 
-void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
-                       TensorView weight, TensorView bias) {
+void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
+                       TensorView bias) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
   expect_numel(out, N * C, "layernorm_forward", "out");
   expect_numel(mean, N, "layernorm_forward", "mean");
@@ -35,17 +35,15 @@ void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorV
       }
       const float r = 1.0f / std::sqrt(v / float(C) + 1e-5f);
       T* yr = y + n * C;
-      for (int64_t c = 0; c < C; ++c)
-        yr[c] = from_f32<T>((to_f32(xr[c]) - m) * r * to_f32(w[c]) + to_f32(b[c]));
+      for (int64_t c = 0; c < C; ++c) yr[c] = from_f32<T>((to_f32(xr[c]) - m) * r * to_f32(w[c]) + to_f32(b[c]));
       mu[n] = m;
       rs[n] = r;
     }
   });
 }
 
-void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                        TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
-                        Workspace& ws) {
+void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                        TensorView weight, TensorView mean, TensorView rstd, Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
   expect_numel(dinp, N * C, "layernorm_backward", "dinp");
   expect_numel(dout, N * C, "layernorm_backward", "dout");

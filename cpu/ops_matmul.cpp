@@ -11,8 +11,7 @@ void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
   expect_numel(out, N * OC, "matmul_forward", "out");
   // Accumulate in f32: directly into out when it is f32, else into scratch then convert.
   float* acc = out.dtype == DType::f32 ? out.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * OC));
-  gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f, acc,
-       OC, ws);
+  gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f, acc, OC, ws);
   const bool has_bias = !bias.empty();
   dispatch_act(out.dtype == DType::f32 ? weight.dtype : out.dtype, [&]<typename W>(W) {
     const W* b = has_bias ? bias.as<W>() : nullptr;
@@ -30,8 +29,8 @@ void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
   });
 }
 
-void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                     TensorView inp, TensorView weight, Workspace& ws) {
+void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                     TensorView weight, Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
   expect_numel(dout, N * OC, "matmul_backward", "dout");
   expect_numel(dweight, OC * C, "matmul_backward", "dweight");
@@ -40,13 +39,12 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
   if (!dinp.empty()) {
     expect_numel(dinp, N * C, "matmul_backward", "dinp");
     float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
-    gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc,
-         C, ws);
+    gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C, ws);
     if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
   }
   // dW[OC,C] += dout^T[OC,N] · inp[N,C]
-  gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f,
-       dweight.as<float>(), C, ws);
+  gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f, dweight.as<float>(), C,
+       ws);
   if (!dbias.empty()) {
     float* db = dbias.as<float>();
     dispatch_act(dout.dtype, [&]<typename T>(T) {

@@ -66,7 +66,8 @@ inline __m256 tanh8(__m256 u) {
   const __m256 c = _mm256_set1_ps(9.0f);
   u = _mm256_min_ps(_mm256_max_ps(u, _mm256_sub_ps(_mm256_setzero_ps(), c)), c);
   const __m256 e = exp8(_mm256_add_ps(u, u));
-  return _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+  return _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                       _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
 }
 
 inline float hsum8(__m256 v) {

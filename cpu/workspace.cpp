@@ -4,12 +4,18 @@ namespace strata::cpu {
 
 static const char* slot_name(Scratch s) {
   switch (s) {
-    case Scratch::gemm_a: return "scratch:gemm_a";
-    case Scratch::gemm_b: return "scratch:gemm_b";
-    case Scratch::gemm_c: return "scratch:gemm_c";
-    case Scratch::attention: return "scratch:attention";
-    case Scratch::layernorm: return "scratch:layernorm";
-    case Scratch::count: break;
+    case Scratch::gemm_a:
+      return "scratch:gemm_a";
+    case Scratch::gemm_b:
+      return "scratch:gemm_b";
+    case Scratch::gemm_c:
+      return "scratch:gemm_c";
+    case Scratch::attention:
+      return "scratch:attention";
+    case Scratch::layernorm:
+      return "scratch:layernorm";
+    case Scratch::count:
+      break;
   }
   return "scratch";
 }

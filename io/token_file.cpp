@@ -36,7 +36,9 @@ static std::vector<char> slurp(const std::string& path) {
 TokenFile read_token_file(const std::string& path, TokenFormat format) {
   TokenFile out{path, format, {}, -1};
   if (format == TokenFormat::automatic)
-    out.format = ends_with(path, ".txt") ? TokenFormat::text : ends_with(path, ".u32") ? TokenFormat::u32 : TokenFormat::u16;
+    out.format = ends_with(path, ".txt")   ? TokenFormat::text
+                 : ends_with(path, ".u32") ? TokenFormat::u32
+                                           : TokenFormat::u16;
   std::vector<char> bytes = slurp(path);
   size_t offset = 0, count = 0;
   switch (out.format) {
@@ -53,13 +55,14 @@ TokenFile read_token_file(const std::string& path, TokenFormat format) {
         offset = 1024;
         count = size_t(uint32_t(header[2]));
         STRATA_CHECK(offset + count * 2 <= bytes.size(),
-                     "data file '" + path + "' is truncated: header says " + std::to_string(count) + " tokens, file has " +
-                         std::to_string((bytes.size() - offset) / 2),
+                     "data file '" + path + "' is truncated: header says " + std::to_string(count) +
+                         " tokens, file has " + std::to_string((bytes.size() - offset) / 2),
                      "regenerate the token file");
       } else {
-        STRATA_CHECK(bytes.size() % 2 == 0, "data file '" + path + "' has an odd size (" + std::to_string(bytes.size()) +
-                                                " bytes) for uint16 tokens",
-                     "if it holds uint32 tokens name it .u32 or pass --data-format u32");
+        STRATA_CHECK(
+            bytes.size() % 2 == 0,
+            "data file '" + path + "' has an odd size (" + std::to_string(bytes.size()) + " bytes) for uint16 tokens",
+            "if it holds uint32 tokens name it .u32 or pass --data-format u32");
         count = bytes.size() / 2;
       }
       out.tokens.resize(count);
@@ -71,20 +74,22 @@ TokenFile read_token_file(const std::string& path, TokenFormat format) {
       break;
     }
     case TokenFormat::u32:
-      STRATA_CHECK(bytes.size() % 4 == 0, "data file '" + path + "' size " + std::to_string(bytes.size()) +
-                                              " is not a multiple of 4 for uint32 tokens",
-                   "check --data-format");
+      STRATA_CHECK(
+          bytes.size() % 4 == 0,
+          "data file '" + path + "' size " + std::to_string(bytes.size()) + " is not a multiple of 4 for uint32 tokens",
+          "check --data-format");
       out.tokens.resize(bytes.size() / 4);
       for (size_t i = 0; i < out.tokens.size(); ++i) {
         uint32_t v;
         std::memcpy(&v, bytes.data() + 4 * i, 4);
-        STRATA_CHECK(v <= uint32_t(INT32_MAX), "data file '" + path + "': token " + std::to_string(i) + " is " +
-                                                   std::to_string(v),
+        STRATA_CHECK(v <= uint32_t(INT32_MAX),
+                     "data file '" + path + "': token " + std::to_string(i) + " is " + std::to_string(v),
                      "token ids must be below 2^31");
         out.tokens[i] = int32_t(v);
       }
       break;
-    case TokenFormat::automatic: break;
+    case TokenFormat::automatic:
+      break;
   }
   for (int32_t t : out.tokens) out.max_token = std::max(out.max_token, t);
   return out;

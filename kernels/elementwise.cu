@@ -37,9 +37,12 @@ int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 65535));
 template <typename F>
 void dispatch(int t, F&& f) {
   switch (t) {
-    case 0: return f(static_cast<float*>(nullptr));
-    case 1: return f(static_cast<__nv_bfloat16*>(nullptr));
-    default: return f(static_cast<__half*>(nullptr));
+    case 0:
+      return f(static_cast<float*>(nullptr));
+    case 1:
+      return f(static_cast<__nv_bfloat16*>(nullptr));
+    default:
+      return f(static_cast<__half*>(nullptr));
   }
 }
 

@@ -24,9 +24,9 @@ TEST(Budget, ExceedingItIsAClearError) {
     const std::string m = e.what();
     EXPECT_NE(m.find("device memory budget exceeded"), std::string::npos) << m;
     EXPECT_NE(m.find("params:master_f32"), std::string::npos) << m;  // the request
-    EXPECT_NE(m.find("600.00 KiB"), std::string::npos) << m;          // its size
-    EXPECT_NE(m.find("1.00 MiB"), std::string::npos) << m;            // the budget
-    EXPECT_NE(m.find("--device-mem"), std::string::npos) << m;        // what to do
+    EXPECT_NE(m.find("600.00 KiB"), std::string::npos) << m;         // its size
+    EXPECT_NE(m.find("1.00 MiB"), std::string::npos) << m;           // the budget
+    EXPECT_NE(m.find("--device-mem"), std::string::npos) << m;       // what to do
   }
   EXPECT_EQ(be.budget().used(), size_t(600) << 10);  // the failed request charged nothing
   a = Buffer();

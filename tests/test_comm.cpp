@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "comm/mpi_comm.h"
-#include "mpi_test_main.h"
 #include "core/error.h"
+#include "mpi_test_main.h"
 
 namespace strata {
 namespace {
@@ -33,7 +33,8 @@ void check_all_reduce(size_t n) {
   world->all_reduce(std::span<T>(mn), ReduceOp::min);
   for (size_t i = 0; i < n; ++i) {
     T s = 0, hi = value<T>(0, i), lo = value<T>(0, i);
-    for (int r = 0; r < N; ++r) s += value<T>(r, i), hi = std::max(hi, value<T>(r, i)), lo = std::min(lo, value<T>(r, i));
+    for (int r = 0; r < N; ++r)
+      s += value<T>(r, i), hi = std::max(hi, value<T>(r, i)), lo = std::min(lo, value<T>(r, i));
     ASSERT_EQ(x[i], s) << "sum at " << i;
     ASSERT_EQ(mx[i], hi) << "max at " << i;
     ASSERT_EQ(mn[i], lo) << "min at " << i;

@@ -36,7 +36,8 @@ struct AdamCase {
   std::vector<uint32_t> graw;  // f32 bits or two 16-bit grads per word, with guards
   std::vector<uint16_t> out;
 
-  AdamCase(int64_t n_, DType gd, bool co, DType od, uint64_t seed) : n(n_), grad_dtype(gd), copy_out(co), out_dtype(od) {
+  AdamCase(int64_t n_, DType gd, bool co, DType od, uint64_t seed)
+      : n(n_), grad_dtype(gd), copy_out(co), out_dtype(od) {
     NormalRng r(seed, 0);
     auto fill = [&](std::vector<float>& x, float scale, bool positive) {
       x.assign(size_t(n) + 2 * kGuard, std::bit_cast<float>(kSentinel));

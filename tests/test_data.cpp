@@ -1,14 +1,13 @@
 // Token files in every supported format, their errors, and the deterministic loader.
 #include <gtest/gtest.h>
-
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <cstring>
 #include <unistd.h>
 
-#include "core/error.h"
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
+#include "core/error.h"
 #include "io/token_file.h"
 #include "train/data_loader.h"
 

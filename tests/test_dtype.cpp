@@ -62,8 +62,8 @@ TEST(F16, RoundsToNearestEvenAndHandlesRanges) {
   EXPECT_EQ(f32_to_f16(0x1p-24f), 0x0001);
   EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);
   EXPECT_EQ(f32_to_f16(0x1p-25f * 1.0001f), 0x0001);
-  EXPECT_EQ(f32_to_f16(0x1p-24f * 1.5f), 0x0002);  // tie between 1 and 2 -> even (2)
-  EXPECT_EQ(f32_to_f16(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(f32_to_f16(0x1p-24f * 1.5f), 0x0002);      // tie between 1 and 2 -> even (2)
+  EXPECT_EQ(f32_to_f16(0x1p-14f), 0x0400);             // smallest normal
   EXPECT_EQ(f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400);  // rounds up into the normal range
   EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
   EXPECT_EQ(f32_to_f16(INFINITY), 0x7c00);
@@ -96,14 +96,15 @@ TEST(VectorConvert, MatchesScalarBitForBit) {
   Rng rng(5);
   std::vector<float> src(1003);
   for (auto& x : src) x = f(uint32_t(rng.next_u64()));
-  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, f(0x7f800001), 65520.0f, 65519.0f,
-                            0x1p-25f, 0x1p-24f * 1.5f, f(0x3f808000), f(0x3f818000)};
+  const float specials[] = {0.0f,     -0.0f,    INFINITY, -INFINITY,       NAN,           f(0x7f800001),
+                            65520.0f, 65519.0f, 0x1p-25f, 0x1p-24f * 1.5f, f(0x3f808000), f(0x3f818000)};
   for (size_t i = 0; i < std::size(specials); ++i) src[i] = specials[i];
   for (DType t : {DType::bf16, DType::f16}) {
     std::vector<uint16_t> vec(src.size()), ref(src.size());
     cpu::convert_from_f32(vec.data(), t, src.data(), src.size());
     convert(ref.data(), t, src.data(), DType::f32, src.size());
-    for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(vec[i], ref[i]) << dtype_name(t) << " at " << i << " of " << src[i];
+    for (size_t i = 0; i < src.size(); ++i)
+      ASSERT_EQ(vec[i], ref[i]) << dtype_name(t) << " at " << i << " of " << src[i];
     std::vector<float> back(src.size()), back_ref(src.size());
     cpu::convert_to_f32(back.data(), vec.data(), t, vec.size());
     convert(back_ref.data(), DType::f32, vec.data(), t, vec.size());

@@ -51,8 +51,8 @@ Fixture load_fixture() {
   return x;
 }
 
-void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol, double loss_rtol, double grad_atol_frac,
-                         double grad_rtol) {
+void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol, double loss_rtol,
+                         double grad_atol_frac, double grad_rtol) {
   const Fixture x = load_fixture();
   cpu::CpuBackend be({size_t(1) << 30, 0});
   GPT2 model(be, x.cfg, x.B, x.T, dtype);

@@ -63,18 +63,14 @@ TEST_P(GemmTest, MatchesNaiveReference) {
   test::expect_close(C.data(), ref.data(), C.size(), 1e-4, 1e-4, "gemm");
 }
 
-INSTANTIATE_TEST_SUITE_P(AllLayouts, GemmTest,
-                         ::testing::Values(GemmCase{false, false, DType::f32, DType::f32},
-                                           GemmCase{false, true, DType::f32, DType::f32},
-                                           GemmCase{true, false, DType::f32, DType::f32},
-                                           GemmCase{true, true, DType::f32, DType::f32},
-                                           GemmCase{false, false, DType::bf16, DType::bf16},
-                                           GemmCase{false, true, DType::bf16, DType::bf16},
-                                           GemmCase{true, false, DType::bf16, DType::bf16},
-                                           GemmCase{true, true, DType::bf16, DType::bf16},
-                                           GemmCase{false, false, DType::f32, DType::bf16},
-                                           GemmCase{true, false, DType::f32, DType::bf16},
-                                           GemmCase{false, true, DType::f16, DType::f32}));
+INSTANTIATE_TEST_SUITE_P(
+    AllLayouts, GemmTest,
+    ::testing::Values(GemmCase{false, false, DType::f32, DType::f32}, GemmCase{false, true, DType::f32, DType::f32},
+                      GemmCase{true, false, DType::f32, DType::f32}, GemmCase{true, true, DType::f32, DType::f32},
+                      GemmCase{false, false, DType::bf16, DType::bf16}, GemmCase{false, true, DType::bf16, DType::bf16},
+                      GemmCase{true, false, DType::bf16, DType::bf16}, GemmCase{true, true, DType::bf16, DType::bf16},
+                      GemmCase{false, false, DType::f32, DType::bf16}, GemmCase{true, false, DType::f32, DType::bf16},
+                      GemmCase{false, true, DType::f16, DType::f32}));
 
 // Naive attention: full T×T softmax per head, in double.
 void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH) {

@@ -20,7 +20,8 @@ std::vector<ParamSpan> table(int L) {
     off += c;
   };
   add("wte", 0, 1200), add("wpe", 0, 302);
-  for (int l = 0; l < L; ++l) add("w1", 1 + l, 1000), add("b1", 1 + l, 31), add("w2", 1 + l, 1000), add("b2", 1 + l, 17);
+  for (int l = 0; l < L; ++l)
+    add("w1", 1 + l, 1000), add("b1", 1 + l, 31), add("w2", 1 + l, 1000), add("b2", 1 + l, 17);
   add("lnfw", L + 1, 16), add("lnfb", L + 1, 16);
   return t;
 }

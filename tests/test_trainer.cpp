@@ -1,17 +1,17 @@
 // The single-rank trainer: loss falls, runs are deterministic, gradient accumulation
 // equals a bigger micro-batch, bf16 tracks f32, and the steady state allocates nothing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "test_util.h"
-#include "zero/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/trainer.h"
+#include "zero/adamw.h"
 
 namespace strata {
 namespace {

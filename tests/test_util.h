@@ -52,8 +52,9 @@ inline void expect_close(const float* a, const float* b, size_t n, double atol, 
   }
   double se = 0, sr = 0;
   for (size_t i = 0; i < n; ++i) se += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), sr += double(b[i]) * b[i];
-  EXPECT_EQ(bad, 0u) << what << " (relative rms error " << std::sqrt(se / std::max(sr, 1e-300)) << ")" << ": " << bad << " of " << n << " elements out of tolerance (atol " << atol << ", rtol "
-                     << rtol << "); worst at [" << worst_i << "]: got " << a[worst_i] << ", expected " << b[worst_i];
+  EXPECT_EQ(bad, 0u) << what << " (relative rms error " << std::sqrt(se / std::max(sr, 1e-300)) << ")"
+                     << ": " << bad << " of " << n << " elements out of tolerance (atol " << atol << ", rtol " << rtol
+                     << "); worst at [" << worst_i << "]: got " << a[worst_i] << ", expected " << b[worst_i];
 }
 
 }  // namespace strata::test

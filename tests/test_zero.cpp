@@ -7,15 +7,15 @@
 // lr (seen at lr 1e-2: 1.03e-5, and 7.4e-5 with another initialisation), so the runs use
 // lr 1e-3, where such elements stay well inside the bound.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
-#include <unistd.h>
 
 #include "comm/mpi_comm.h"
-#include "mpi_test_main.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
+#include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/trainer.h"
 #include "zero/partition.h"
@@ -84,10 +84,18 @@ void expect_equivalent(int stage, int grad_accum) {
     const int accum = grad_accum;
     uint64_t expect_per_step;
     switch (stage) {
-      case 0: expect_per_step = ring(psi) + ring(1); break;                  // 2Ψ(N-1)/N + loss
-      case 1: expect_per_step = pass(2) + 2 * ring(1); break;                // RS + AG: 2Ψ'(N-1)/N
-      case 2: expect_per_step = pass(accum + 1) + 2 * ring(1); break;        // RS per micro-batch + AG
-      default: expect_per_step = pass(3.0 * accum) + 2 * ring(1); break;     // fwd AG + bwd AG + RS: 3Ψ'
+      case 0:
+        expect_per_step = ring(psi) + ring(1);
+        break;  // 2Ψ(N-1)/N + loss
+      case 1:
+        expect_per_step = pass(2) + 2 * ring(1);
+        break;  // RS + AG: 2Ψ'(N-1)/N
+      case 2:
+        expect_per_step = pass(accum + 1) + 2 * ring(1);
+        break;  // RS per micro-batch + AG
+      default:
+        expect_per_step = pass(3.0 * accum) + 2 * ring(1);
+        break;  // fwd AG + bwd AG + RS: 3Ψ'
     }
     if (stage > 0) EXPECT_LE(psi_padded - psi, double(lay.sub_groups().size()) * 16 * N) << "padding";
     // Bookkeeping the trainer gathers for metrics.jsonl: per-rank memory once (4 values) and

@@ -20,10 +20,14 @@ namespace strata::cpu {
 
 std::string_view adam_isa_name(AdamIsa isa) {
   switch (isa) {
-    case AdamIsa::automatic: return "auto";
-    case AdamIsa::scalar: return "scalar";
-    case AdamIsa::avx2: return "avx2";
-    case AdamIsa::avx512: return "avx512";
+    case AdamIsa::automatic:
+      return "auto";
+    case AdamIsa::scalar:
+      return "scalar";
+    case AdamIsa::avx2:
+      return "avx2";
+    case AdamIsa::avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -40,10 +44,12 @@ bool adam_isa_supported(AdamIsa isa) {
   __builtin_cpu_init();
   switch (isa) {
     case AdamIsa::automatic:
-    case AdamIsa::scalar: return true;
+    case AdamIsa::scalar:
+      return true;
     case AdamIsa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    case AdamIsa::avx512: return __builtin_cpu_supports("avx512f");
+    case AdamIsa::avx512:
+      return __builtin_cpu_supports("avx512f");
   }
   return false;
 }
@@ -66,12 +72,16 @@ namespace {
 
 adam_impl::KernelFn kernel_for(AdamIsa isa) {
   if (isa == AdamIsa::automatic) isa = adam_default_isa();
-  STRATA_CHECK(adam_isa_supported(isa), "Adam ISA " + std::string(adam_isa_name(isa)) + " requested but this CPU lacks it",
+  STRATA_CHECK(adam_isa_supported(isa),
+               "Adam ISA " + std::string(adam_isa_name(isa)) + " requested but this CPU lacks it",
                "use --adam-isa auto");
   switch (isa) {
-    case AdamIsa::avx512: return adam_impl::kernel_avx512;
-    case AdamIsa::avx2: return adam_impl::kernel_avx2;
-    default: return adam_impl::kernel_scalar;
+    case AdamIsa::avx512:
+      return adam_impl::kernel_avx512;
+    case AdamIsa::avx2:
+      return adam_impl::kernel_avx2;
+    default:
+      return adam_impl::kernel_scalar;
   }
 }
 
@@ -159,7 +169,8 @@ std::string pin_threads_to_physical_cores(int threads) {
   }
   std::string list;
   for (int i = 0; i < n; ++i) {
-    STRATA_CHECK(errors[size_t(i)] == 0, "pinning thread " + std::to_string(i) + " to CPU " + std::to_string(chosen[size_t(i)]) + " failed",
+    STRATA_CHECK(errors[size_t(i)] == 0,
+                 "pinning thread " + std::to_string(i) + " to CPU " + std::to_string(chosen[size_t(i)]) + " failed",
                  "check the process's CPU affinity (taskset, cgroups)");
     if (i) list += ',';
     list += std::to_string(chosen[size_t(i)]);

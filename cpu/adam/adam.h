@@ -46,8 +46,8 @@ struct AdamTensors {
 
 struct AdamOptions {
   AdamIsa isa = AdamIsa::automatic;
-  int threads = 0;          // 0 = OpenMP's default
-  int64_t tile = 1 << 16;   // elements per work item: 64 Ki × 28 B ≈ 1.8 MB streamed per tile
+  int threads = 0;         // 0 = OpenMP's default
+  int64_t tile = 1 << 16;  // elements per work item: 64 Ki × 28 B ≈ 1.8 MB streamed per tile
 };
 
 // Returns true if any gradient element was NaN or ±Inf (the update still ran on all

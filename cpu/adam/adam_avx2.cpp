@@ -45,7 +45,8 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
     _mm256_storeu_ps(t.m + i, m);
     _mm256_storeu_ps(t.v + i, v);
     if (out) {
-      const __m128i h = t.out_dtype == DType::bf16 ? simd::pack_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
+      const __m128i h =
+          t.out_dtype == DType::bf16 ? simd::pack_bf16x8(p) : _mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT);
       if (stream)
         _mm_stream_si128(reinterpret_cast<__m128i*>(out + i), h);
       else

@@ -9,9 +9,12 @@ namespace strata::cpu::adam_impl {
 
 static inline float load_grad(const void* g, DType t, int64_t i) {
   switch (t) {
-    case DType::f32: return static_cast<const float*>(g)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(g)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(g)[i]);
+    case DType::f32:
+      return static_cast<const float*>(g)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(g)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(g)[i]);
   }
   return 0;
 }

@@ -49,29 +49,25 @@ class Backend {
 
   // ---- ops ----
   // out[B,T,C] = wte[tokens] + wpe[t]
-  virtual void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte,
-                               TensorView wpe) = 0;
+  virtual void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) = 0;
   // dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]  (dwte, dwpe f32)
-  virtual void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout,
-                                std::span<const int32_t> tokens) = 0;
+  virtual void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) = 0;
   // out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd f32 [N]
-  virtual void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
-                                 TensorView weight, TensorView bias) = 0;
+  virtual void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
+                                 TensorView bias) = 0;
   // dinp += ...; dweight, dbias (f32) += ...
-  virtual void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias,
-                                  TensorView dout, TensorView inp, TensorView weight,
-                                  TensorView mean, TensorView rstd) = 0;
+  virtual void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                                  TensorView inp, TensorView weight, TensorView mean, TensorView rstd) = 0;
   // out[N,OC] = inp[N,C] · weight[OC,C]^T + bias[OC]  (bias may be empty; out may be f32 logits)
-  virtual void matmul_forward(TensorView out, TensorView inp, TensorView weight,
-                              TensorView bias) = 0;
+  virtual void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) = 0;
   // dinp[N,C] = dout · weight (overwritten); dweight += dout^T · inp; dbias += Σ_n dout (f32)
-  virtual void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias,
-                               TensorView dout, TensorView inp, TensorView weight) = 0;
+  virtual void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
+                               TensorView weight) = 0;
   // Causal multi-head attention. qkv[B,T,3C] -> out[B,T,C]; lse f32 [B,NH,T] saved for backward.
   virtual void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head) = 0;
   // dqkv[B,T,3C] (overwritten) from dout, recomputing probabilities one head at a time.
-  virtual void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv,
-                                  TensorView out, TensorView lse, int n_head) = 0;
+  virtual void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
+                                  int n_head) = 0;
   // tanh-approximated GELU (GPT-2)
   virtual void gelu_forward(TensorView out, TensorView inp) = 0;
   // dinp = gelu'(inp) * dout  (dinp may alias dout)
@@ -81,9 +77,8 @@ class Backend {
   // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension.
   // logits f32 [N,Vp] are overwritten with dloss * (softmax - onehot); padded columns get 0.
   // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Returns Σ losses.
-  virtual double cross_entropy_forward_backward(TensorView losses, TensorView logits,
-                                                std::span<const int32_t> targets, int vocab,
-                                                float dloss) = 0;
+  virtual double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
+                                                int vocab, float dloss) = 0;
   // dst = src converted to dst's dtype (same element count)
   virtual void cast(TensorView dst, TensorView src) = 0;
   // Σ x² over an f32 tensor, accumulated in f64 (for global-norm clipping)

@@ -32,8 +32,8 @@ void Buffer::reset() {
 TensorView Buffer::view(DType dtype, Shape shape, size_t offset_bytes) const {
   TensorView v{static_cast<char*>(ptr_) + offset_bytes, dtype, shape, tier_};
   STRATA_CHECK(offset_bytes + v.bytes() <= bytes_,
-               "view " + shape.str() + " at byte " + std::to_string(offset_bytes) + " of buffer '" + tag_ +
-                   "' (" + std::to_string(bytes_) + " bytes)",
+               "view " + shape.str() + " at byte " + std::to_string(offset_bytes) + " of buffer '" + tag_ + "' (" +
+                   std::to_string(bytes_) + " bytes)",
                "this is a bug: the view runs past the end of its buffer");
   return v;
 }

@@ -24,7 +24,9 @@ class Buffer {
   Tier tier() const { return tier_; }
   const std::string& tag() const { return tag_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   // A view of `shape` elements of `dtype` starting `offset_bytes` in; bounds-checked.
   TensorView view(DType dtype, Shape shape, size_t offset_bytes = 0) const;
 

@@ -10,9 +10,8 @@ MemoryBudget::MemoryBudget(std::string tier_name, size_t capacity_bytes)
 void MemoryBudget::charge(size_t bytes, const std::string& what) {
   std::lock_guard lock(mu_);
   if (bytes > capacity_ - std::min(used_, capacity_)) {
-    throw_error(name_ + " memory budget exceeded: " + what + " requests " + format_bytes(double(bytes)) +
-                    " with " + format_bytes(double(used_)) + " of " + format_bytes(double(capacity_)) +
-                    " already in use",
+    throw_error(name_ + " memory budget exceeded: " + what + " requests " + format_bytes(double(bytes)) + " with " +
+                    format_bytes(double(used_)) + " of " + format_bytes(double(capacity_)) + " already in use",
                 "raise the " + name_ + " budget (--device-mem) or shrink the run (--micro-batch, model size)");
   }
   used_ += bytes;

@@ -1,8 +1,8 @@
 // `strata bench <what>`: benchmarks that print ratios against a peer or bound measured in
 // the same run, ending with one JSON line.
-#include <cxxopts.hpp>
 #include <cstdio>
 #include <cstring>
+#include <cxxopts.hpp>
 
 #include "bench/bench_adam.h"
 #include "bench/bench_comm.h"
@@ -19,19 +19,12 @@ static int bench_model_main(int argc, char** argv) {
   cxxopts::Options o("strata bench model", "Training-step throughput of a GPT-2 model against PyTorch on this CPU.");
   auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
-  o.add_options()
-      ("model", "model config", str(d.model))
-      ("micro-batch", "sequences per step", s(d.micro_batch))
-      ("seq-len", "tokens per sequence", s(d.seq_len))
-      ("warmup", "untimed steps", s(d.warmup))
-      ("steps", "timed steps (the best is reported)", s(d.steps))
-      ("threads", "threads (0 = all)", s(d.threads))
-      ("precision", "comma-separated list of f32, bf16", str(d.precisions))
-      ("peer", "auto | torch | none", str(d.peer))
-      ("peer-precision", "precisions PyTorch also runs in (its bf16 is ~50x slower than its f32 on AVX2)",
-       str(d.peer_precisions))
-      ("python", "python with torch for the peer", str(d.python))
-      ("h,help", "show this help");
+  o.add_options()("model", "model config", str(d.model))("micro-batch", "sequences per step", s(d.micro_batch))(
+      "seq-len", "tokens per sequence", s(d.seq_len))("warmup", "untimed steps", s(d.warmup))(
+      "steps", "timed steps (the best is reported)", s(d.steps))("threads", "threads (0 = all)", s(d.threads))(
+      "precision", "comma-separated list of f32, bf16", str(d.precisions))("peer", "auto | torch | none", str(d.peer))(
+      "peer-precision", "precisions PyTorch also runs in (its bf16 is ~50x slower than its f32 on AVX2)",
+      str(d.peer_precisions))("python", "python with torch for the peer", str(d.python))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench model", r)) return *done;
   bench::ModelBenchOptions b;
@@ -57,16 +50,14 @@ static int bench_model_main(int argc, char** argv) {
 }
 
 static int bench_adam_main(int argc, char** argv) {
-  cxxopts::Options o("strata bench adam", "Fused CPU Adam against this machine's memory bound and DeepSpeed's CPU Adam.");
+  cxxopts::Options o("strata bench adam",
+                     "Fused CPU Adam against this machine's memory bound and DeepSpeed's CPU Adam.");
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
-  o.add_options()
-      ("sizes", "comma-separated parameter counts (K/M/G suffixes are binary)", str("64M,256M"))
-      ("threads", "threads (0 = all)", str("0"))
-      ("repeats", "timed repetitions (the best is reported)", str("5"))
-      ("isa", "auto | scalar | avx2 | avx512", str("auto"))
-      ("pin", "pin threads to physical cores")
-      ("peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))
-      ("h,help", "show this help");
+  o.add_options()("sizes", "comma-separated parameter counts (K/M/G suffixes are binary)", str("64M,256M"))(
+      "threads", "threads (0 = all)", str("0"))("repeats", "timed repetitions (the best is reported)", str("5"))(
+      "isa", "auto | scalar | avx2 | avx512", str("auto"))("pin", "pin threads to physical cores")(
+      "peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))("h,help",
+                                                                                             "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench adam", r)) return *done;
   bench::AdamBenchOptions b;
@@ -102,12 +93,10 @@ static int bench_adam_main(int argc, char** argv) {
 static int bench_comm_main(int argc, char** argv) {
   cxxopts::Options o("strata bench comm", "Bus bandwidth of each collective (run under mpirun -np N).");
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
-  o.add_options()
-      ("min-bytes", "smallest message", str("1024"))
-      ("max-bytes", "largest message (sizes step by 4x)", str("64MiB"))
-      ("iters", "timed calls per size (the best is reported)", str("10"))
-      ("warmup", "untimed calls per size", str("2"))
-      ("h,help", "show this help");
+  o.add_options()("min-bytes", "smallest message", str("1024"))("max-bytes", "largest message (sizes step by 4x)",
+                                                                str("64MiB"))(
+      "iters", "timed calls per size (the best is reported)", str("10"))("warmup", "untimed calls per size", str("2"))(
+      "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench comm", r)) return *done;
   bench::CommBenchOptions b;
@@ -126,9 +115,10 @@ static int bench_comm_main(int argc, char** argv) {
 
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::puts("usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
-              "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
-              "  comm    bus bandwidth of each collective (under mpirun)\n");
+    std::puts(
+        "usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
+        "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
+        "  comm    bus bandwidth of each collective (under mpirun)\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);

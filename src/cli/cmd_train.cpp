@@ -1,15 +1,14 @@
 // `strata train`: one option table (cxxopts) generates the help and parses every value;
 // values are then checked strictly, and any error names the option.
-#include <cxxopts.hpp>
 #include <cstdio>
+#include <cxxopts.hpp>
+#include <memory>
 
 #include "cli/commands.h"
+#include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "core/parse.h"
-#include "comm/mpi_comm.h"
 #include "train/trainer.h"
-
-#include <memory>
 
 namespace strata::cli {
 
@@ -24,34 +23,29 @@ int train_main(int argc, char** argv) {
     std::snprintf(b, sizeof b, "%g", v);
     return cxxopts::value<std::string>()->default_value(b);
   };
-  o.add_options()
-      ("model", "model config (JSON)", str(d.model))
-      ("data", "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin) or text (.txt, byte-level)", str(d.data))
-      ("data-format", "auto | u16 | u32 | text", str(d.data_format))
-      ("steps", "optimizer steps", s(d.steps))
-      ("micro-batch", "sequences per micro-batch", s(d.micro_batch))
-      ("grad-accum", "micro-batches accumulated per step", s(d.grad_accum))
-      ("seq-len", "tokens per sequence", s(d.seq_len))
-      ("lr", "peak learning rate", fmt(d.lr))
-      ("warmup", "linear warmup steps", s(d.warmup))
-      ("min-lr-ratio", "cosine decay floor as a fraction of --lr", fmt(d.min_lr_ratio))
-      ("weight-decay", "AdamW decoupled weight decay (matmul weights and embeddings)", fmt(d.weight_decay))
-      ("beta1", "Adam beta1", fmt(d.beta1))
-      ("beta2", "Adam beta2", fmt(d.beta2))
-      ("eps", "Adam epsilon", fmt(d.eps))
-      ("grad-clip", "global gradient-norm clip (0 = off)", fmt(d.grad_clip))
-      ("precision", "f32 | bf16 (bf16 compute, f32 master weights)", str("f32"))
-      ("seed", "random seed (weights and data order)", s(d.seed))
-      ("out", "output directory (metrics.jsonl)", str(d.out))
-      ("log-every", "steps between logged metrics", s(d.log_every))
-      ("threads", "CPU threads for ops (0 = all)", s(d.threads))
-      ("pin-threads", "pin the OpenMP threads one per physical core")
-      ("adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))
-      ("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))
-      ("zero-stage", "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under mpirun)", s(d.zero_stage))
-      ("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))
-      ("comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))
-      ("h,help", "show this help");
+  o.add_options()("model", "model config (JSON)", str(d.model))(
+      "data", "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin) or text (.txt, byte-level)",
+      str(d.data))("data-format", "auto | u16 | u32 | text", str(d.data_format))(
+      "steps", "optimizer steps", s(d.steps))("micro-batch", "sequences per micro-batch", s(d.micro_batch))(
+      "grad-accum", "micro-batches accumulated per step", s(d.grad_accum))(
+      "seq-len", "tokens per sequence", s(d.seq_len))("lr", "peak learning rate", fmt(d.lr))(
+      "warmup", "linear warmup steps", s(d.warmup))("min-lr-ratio", "cosine decay floor as a fraction of --lr",
+                                                    fmt(d.min_lr_ratio))(
+      "weight-decay", "AdamW decoupled weight decay (matmul weights and embeddings)", fmt(d.weight_decay))(
+      "beta1", "Adam beta1", fmt(d.beta1))("beta2", "Adam beta2", fmt(d.beta2))("eps", "Adam epsilon", fmt(d.eps))(
+      "grad-clip", "global gradient-norm clip (0 = off)", fmt(d.grad_clip))(
+      "precision", "f32 | bf16 (bf16 compute, f32 master weights)", str("f32"))(
+      "seed", "random seed (weights and data order)", s(d.seed))("out", "output directory (metrics.jsonl)", str(d.out))(
+      "log-every", "steps between logged metrics", s(d.log_every))(
+      "threads", "CPU threads for ops (0 = all)", s(d.threads))("pin-threads",
+                                                                "pin the OpenMP threads one per physical core")(
+      "adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))(
+      "device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))(
+      "zero-stage",
+      "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under mpirun)",
+      s(d.zero_stage))("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))(
+      "comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))(
+      "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
   TrainOptions t;

@@ -6,12 +6,18 @@ namespace strata {
 
 std::string_view comm_type_name(CommType t) {
   switch (t) {
-    case CommType::f32: return "f32";
-    case CommType::f64: return "f64";
-    case CommType::i32: return "i32";
-    case CommType::i64: return "i64";
-    case CommType::u8: return "u8";
-    case CommType::u16: return "u16";
+    case CommType::f32:
+      return "f32";
+    case CommType::f64:
+      return "f64";
+    case CommType::i32:
+      return "i32";
+    case CommType::i64:
+      return "i64";
+    case CommType::u8:
+      return "u8";
+    case CommType::u16:
+      return "u16";
   }
   return "?";
 }
@@ -19,11 +25,15 @@ std::string_view comm_type_name(CommType t) {
 size_t comm_type_size(CommType t) {
   switch (t) {
     case CommType::f64:
-    case CommType::i64: return 8;
+    case CommType::i64:
+      return 8;
     case CommType::f32:
-    case CommType::i32: return 4;
-    case CommType::u16: return 2;
-    case CommType::u8: return 1;
+    case CommType::i32:
+      return 4;
+    case CommType::u16:
+      return 2;
+    case CommType::u8:
+      return 1;
   }
   return 1;
 }

@@ -18,12 +18,30 @@ enum class CommType { f32, f64, i32, i64, u8, u16 };
 
 template <typename T>
 constexpr CommType comm_type_of();
-template <> constexpr CommType comm_type_of<float>() { return CommType::f32; }
-template <> constexpr CommType comm_type_of<double>() { return CommType::f64; }
-template <> constexpr CommType comm_type_of<int32_t>() { return CommType::i32; }
-template <> constexpr CommType comm_type_of<int64_t>() { return CommType::i64; }
-template <> constexpr CommType comm_type_of<uint8_t>() { return CommType::u8; }
-template <> constexpr CommType comm_type_of<uint16_t>() { return CommType::u16; }
+template <>
+constexpr CommType comm_type_of<float>() {
+  return CommType::f32;
+}
+template <>
+constexpr CommType comm_type_of<double>() {
+  return CommType::f64;
+}
+template <>
+constexpr CommType comm_type_of<int32_t>() {
+  return CommType::i32;
+}
+template <>
+constexpr CommType comm_type_of<int64_t>() {
+  return CommType::i64;
+}
+template <>
+constexpr CommType comm_type_of<uint8_t>() {
+  return CommType::u8;
+}
+template <>
+constexpr CommType comm_type_of<uint16_t>() {
+  return CommType::u16;
+}
 std::string_view comm_type_name(CommType t);
 
 struct CommCounters {

@@ -15,21 +15,30 @@ namespace {
 
 MPI_Datatype mpi_type(CommType t) {
   switch (t) {
-    case CommType::f32: return MPI_FLOAT;
-    case CommType::f64: return MPI_DOUBLE;
-    case CommType::i32: return MPI_INT32_T;
-    case CommType::i64: return MPI_INT64_T;
-    case CommType::u8: return MPI_UINT8_T;
-    case CommType::u16: return MPI_UINT16_T;
+    case CommType::f32:
+      return MPI_FLOAT;
+    case CommType::f64:
+      return MPI_DOUBLE;
+    case CommType::i32:
+      return MPI_INT32_T;
+    case CommType::i64:
+      return MPI_INT64_T;
+    case CommType::u8:
+      return MPI_UINT8_T;
+    case CommType::u16:
+      return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
@@ -41,12 +50,12 @@ std::string mpi_error_string(int code) {
   return std::string(buf, size_t(len));
 }
 
-#define STRATA_MPI_CHECK(call, what)                                                              \
-  do {                                                                                            \
-    int strata_rc_ = (call);                                                                      \
-    if (strata_rc_ != MPI_SUCCESS) [[unlikely]]                                                   \
+#define STRATA_MPI_CHECK(call, what)                                                                   \
+  do {                                                                                                 \
+    int strata_rc_ = (call);                                                                           \
+    if (strata_rc_ != MPI_SUCCESS) [[unlikely]]                                                        \
       ::strata::throw_error(std::string(what) + ": " #call " failed: " + mpi_error_string(strata_rc_), \
-                            "check that every rank is alive and the network between hosts works"); \
+                            "check that every rank is alive and the network between hosts works");     \
   } while (0)
 
 // MPI is initialised once per process and finalized at exit (after all communicators).
@@ -58,9 +67,10 @@ struct MpiRuntime {
     if (!inited) {
       int provided = 0;
       STRATA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI start-up");
-      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED,
-                   "the MPI library provides thread level " + std::to_string(provided) + ", below MPI_THREAD_SERIALIZED",
-                   "use an MPI built with thread support (Debian's OpenMPI is)");
+      STRATA_CHECK(
+          provided >= MPI_THREAD_SERIALIZED,
+          "the MPI library provides thread level " + std::to_string(provided) + ", below MPI_THREAD_SERIALIZED",
+          "use an MPI built with thread support (Debian's OpenMPI is)");
       we_initialised = true;
     }
   }
@@ -139,16 +149,18 @@ void MpiComm::agree(const Call& call, int64_t extra) {
   wait(req, check);
   for (int i = 0; i < 4; ++i)
     if (out[i] != -out[4 + i])
-      throw_error("collective mismatch: " + describe(call) + ", but another rank called a different collective or count",
-                  "every rank must issue the same collectives in the same order with the same sizes; "
-                  "this is a bug in the caller");
+      throw_error(
+          "collective mismatch: " + describe(call) + ", but another rank called a different collective or count",
+          "every rank must issue the same collectives in the same order with the same sizes; "
+          "this is a bug in the caller");
 }
 
 void MpiComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
   const Call call{Kind::all_reduce, t, count};
   agree(call, int64_t(op));
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req), describe(call));
+  STRATA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, int(count), mpi_type(t), mpi_op(op), comm_, &req),
+                   describe(call));
   wait(req, call);
   count_sent(2.0 * double(size_ - 1) / double(size_) * double(count), t);
 }
@@ -157,7 +169,8 @@ void MpiComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t co
   const Call call{Kind::reduce_scatter, t, count_out};
   agree(call, 0);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req), describe(call));
+  STRATA_MPI_CHECK(MPI_Ireduce_scatter_block(in, out, int(count_out), mpi_type(t), MPI_SUM, comm_, &req),
+                   describe(call));
   wait(req, call);
   count_sent(double(size_ - 1) * double(count_out), t);
 }
@@ -166,13 +179,15 @@ void MpiComm::do_all_gather(const void* in, void* out, CommType t, size_t count_
   const Call call{Kind::all_gather, t, count_in};
   agree(call, 0);
   MPI_Request req;
-  STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req), describe(call));
+  STRATA_MPI_CHECK(MPI_Iallgather(in, int(count_in), mpi_type(t), out, int(count_in), mpi_type(t), comm_, &req),
+                   describe(call));
   wait(req, call);
   count_sent(double(size_ - 1) * double(count_in), t);
 }
 
 void MpiComm::do_broadcast(void* data, CommType t, size_t count, int root) {
-  STRATA_CHECK(root >= 0 && root < size_, "broadcast from rank " + std::to_string(root), "the root must be a valid rank");
+  STRATA_CHECK(root >= 0 && root < size_, "broadcast from rank " + std::to_string(root),
+               "the root must be a valid rank");
   const Call call{Kind::broadcast, t, count};
   agree(call, root);
   MPI_Request req;

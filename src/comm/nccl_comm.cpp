@@ -10,32 +10,41 @@ namespace strata {
 
 namespace {
 
-#define STRATA_NCCL_CHECK(call)                                                                          \
-  do {                                                                                                   \
-    ncclResult_t strata_nr_ = (call);                                                                    \
-    if (strata_nr_ != ncclSuccess) [[unlikely]]                                                          \
-      ::strata::throw_error(std::string(#call " failed: ") + ncclGetErrorString(strata_nr_) + " (rank " + \
-                                std::to_string(rank_) + ", host " + host_ + ")",                         \
+#define STRATA_NCCL_CHECK(call)                                                                              \
+  do {                                                                                                       \
+    ncclResult_t strata_nr_ = (call);                                                                        \
+    if (strata_nr_ != ncclSuccess) [[unlikely]]                                                              \
+      ::strata::throw_error(std::string(#call " failed: ") + ncclGetErrorString(strata_nr_) + " (rank " +    \
+                                std::to_string(rank_) + ", host " + host_ + ")",                             \
                             "set NCCL_DEBUG=INFO for details; check NCCL_SOCKET_IFNAME on multi-host runs"); \
   } while (0)
 
 ncclDataType_t nccl_type(CommType t) {
   switch (t) {
-    case CommType::f32: return ncclFloat32;
-    case CommType::f64: return ncclFloat64;
-    case CommType::i32: return ncclInt32;
-    case CommType::i64: return ncclInt64;
-    case CommType::u8: return ncclUint8;
-    case CommType::u16: return ncclBfloat16;  // same width; gathers and broadcasts only
+    case CommType::f32:
+      return ncclFloat32;
+    case CommType::f64:
+      return ncclFloat64;
+    case CommType::i32:
+      return ncclInt32;
+    case CommType::i64:
+      return ncclInt64;
+    case CommType::u8:
+      return ncclUint8;
+    case CommType::u16:
+      return ncclBfloat16;  // same width; gathers and broadcasts only
   }
   return ncclUint8;
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }

@@ -8,9 +8,12 @@ namespace strata {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
+    case DType::f32:
+      return "f32";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
   }
   return "?";
 }
@@ -30,9 +33,12 @@ static void convert_typed(D* dst, const S* src, size_t n) {
 template <typename D>
 static void convert_from(D* dst, const void* src, DType src_t, size_t n) {
   switch (src_t) {
-    case DType::f32: return convert_typed(dst, static_cast<const float*>(src), n);
-    case DType::bf16: return convert_typed(dst, static_cast<const bf16*>(src), n);
-    case DType::f16: return convert_typed(dst, static_cast<const f16*>(src), n);
+    case DType::f32:
+      return convert_typed(dst, static_cast<const float*>(src), n);
+    case DType::bf16:
+      return convert_typed(dst, static_cast<const bf16*>(src), n);
+    case DType::f16:
+      return convert_typed(dst, static_cast<const f16*>(src), n);
   }
 }
 
@@ -42,9 +48,12 @@ void convert(void* dst, DType dst_t, const void* src, DType src_t, size_t n) {
     return;
   }
   switch (dst_t) {
-    case DType::f32: return convert_from(static_cast<float*>(dst), src, src_t, n);
-    case DType::bf16: return convert_from(static_cast<bf16*>(dst), src, src_t, n);
-    case DType::f16: return convert_from(static_cast<f16*>(dst), src, src_t, n);
+    case DType::f32:
+      return convert_from(static_cast<float*>(dst), src, src_t, n);
+    case DType::bf16:
+      return convert_from(static_cast<bf16*>(dst), src, src_t, n);
+    case DType::f16:
+      return convert_from(static_cast<f16*>(dst), src, src_t, n);
   }
 }
 

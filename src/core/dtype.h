@@ -29,7 +29,7 @@ inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) <
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = std::bit_cast<uint32_t>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  u += 0x7fffu + ((u >> 16) & 1u);                                            // round to nearest, ties to even
   return uint16_t(u >> 16);
 }
 
@@ -50,8 +50,8 @@ inline uint16_t f32_to_f16(float f) {
   uint16_t sign = uint16_t((x >> 16) & 0x8000u);
   uint32_t ax = x & 0x7fffffffu;
   if (ax > 0x7f800000u) return sign | 0x7e00u | uint16_t((ax >> 13) & 0x3ffu);  // NaN
-  if (ax >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to Inf (ties to even)
-  if (ax >= 0x38800000u) {                      // normal f16 range
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;                                 // >= 65520 rounds to Inf (ties to even)
+  if (ax >= 0x38800000u) {                                                      // normal f16 range
     uint32_t odd = (ax >> 13) & 1u;
     ax += 0xc8000fffu + odd;  // rebias exponent (-112 << 23) and round to nearest even
     return sign | uint16_t(ax >> 13);
@@ -74,20 +74,32 @@ inline float to_f32(f16 v) { return f16_to_f32(v.bits); }
 template <typename T>
 inline T from_f32(float v);
 template <>
-inline float from_f32<float>(float v) { return v; }
+inline float from_f32<float>(float v) {
+  return v;
+}
 template <>
-inline bf16 from_f32<bf16>(float v) { return bf16{f32_to_bf16(v)}; }
+inline bf16 from_f32<bf16>(float v) {
+  return bf16{f32_to_bf16(v)};
+}
 template <>
-inline f16 from_f32<f16>(float v) { return f16{f32_to_f16(v)}; }
+inline f16 from_f32<f16>(float v) {
+  return f16{f32_to_f16(v)};
+}
 
 template <typename T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::f32; }
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
 template <>
-constexpr DType dtype_of<bf16>() { return DType::bf16; }
+constexpr DType dtype_of<bf16>() {
+  return DType::bf16;
+}
 template <>
-constexpr DType dtype_of<f16>() { return DType::f16; }
+constexpr DType dtype_of<f16>() {
+  return DType::f16;
+}
 
 // Bulk conversions between any two dtypes (scalar reference; cpu/ has vector versions).
 void convert(void* dst, DType dst_t, const void* src, DType src_t, size_t n);

@@ -4,8 +4,7 @@
 
 namespace strata {
 
-static std::string compose(const std::string& what, const std::string& hint,
-                           const std::string& where) {
+static std::string compose(const std::string& what, const std::string& hint, const std::string& where) {
   std::string s = what;
   if (!hint.empty()) s += " — " + hint;
   s += " [" + where + "]";

@@ -8,8 +8,7 @@ namespace strata {
 
 class Error : public std::runtime_error {
  public:
-  Error(std::string what, std::string hint = {},
-        std::source_location where = std::source_location::current());
+  Error(std::string what, std::string hint = {}, std::source_location where = std::source_location::current());
   const std::string& what_failed() const { return what_; }
   const std::string& hint() const { return hint_; }
   const std::string& where() const { return where_; }
@@ -28,8 +27,8 @@ std::string format_bytes(double bytes);
 }  // namespace strata
 
 // STRATA_CHECK(cond, what, hint): throws strata::Error naming the failed condition's meaning.
-#define STRATA_CHECK(cond, what, hint)                           \
-  do {                                                           \
-    if (!(cond)) [[unlikely]]                                    \
-      ::strata::throw_error((what), (hint));                     \
+#define STRATA_CHECK(cond, what, hint)       \
+  do {                                       \
+    if (!(cond)) [[unlikely]]                \
+      ::strata::throw_error((what), (hint)); \
   } while (0)

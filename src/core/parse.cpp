@@ -34,15 +34,24 @@ size_t parse_bytes(const std::string& s, const std::string& option) {
                option + ": '" + s + "' is not a size", "give a size such as 8GiB, 512MiB or 1e9");
   const std::string unit(end);
   double mult = 0;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KiB" || unit == "K") mult = 1024.0;
-  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "TiB" || unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "TB") mult = 1e12;
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KiB" || unit == "K")
+    mult = 1024.0;
+  else if (unit == "MiB" || unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB" || unit == "T")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB")
+    mult = 1e3;
+  else if (unit == "MB")
+    mult = 1e6;
+  else if (unit == "GB")
+    mult = 1e9;
+  else if (unit == "TB")
+    mult = 1e12;
   STRATA_CHECK(mult > 0, option + ": unknown unit '" + unit + "' in '" + s + "'",
                "use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)");
   return size_t(std::llround(v * mult));

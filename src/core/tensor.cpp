@@ -4,9 +4,12 @@ namespace strata {
 
 std::string_view tier_name(Tier t) {
   switch (t) {
-    case Tier::device: return "device";
-    case Tier::host: return "host";
-    case Tier::nvme: return "nvme";
+    case Tier::device:
+      return "device";
+    case Tier::host:
+      return "host";
+    case Tier::nvme:
+      return "nvme";
   }
   return "?";
 }
@@ -40,8 +43,8 @@ std::string Shape::str() const {
 }
 
 TensorView TensorView::slice0(int64_t i) const {
-  STRATA_CHECK(shape.rank >= 1 && i >= 0 && i < shape[0],
-               "slice " + std::to_string(i) + " of tensor " + shape.str(), "index is out of range");
+  STRATA_CHECK(shape.rank >= 1 && i >= 0 && i < shape[0], "slice " + std::to_string(i) + " of tensor " + shape.str(),
+               "index is out of range");
   TensorView v = *this;
   v.shape.rank = shape.rank - 1;
   for (int d = 1; d < shape.rank; ++d) v.shape.dims[size_t(d - 1)] = shape.dims[size_t(d)];

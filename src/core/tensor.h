@@ -41,10 +41,10 @@ struct TensorView {
   // Typed access; throws if the dtype does not match (a misread buffer is a bug).
   template <typename T>
   T* as() const {
-    STRATA_CHECK(dtype == dtype_of<T>(),
-                 "tensor of dtype " + std::string(dtype_name(dtype)) + " read as " +
-                     std::string(dtype_name(dtype_of<T>())),
-                 "this is a bug in the caller: pass a view of the matching dtype");
+    STRATA_CHECK(
+        dtype == dtype_of<T>(),
+        "tensor of dtype " + std::string(dtype_name(dtype)) + " read as " + std::string(dtype_name(dtype_of<T>())),
+        "this is a bug in the caller: pass a view of the matching dtype");
     return static_cast<T*>(data);
   }
   // The sub-view of the i-th slice along the first dimension.

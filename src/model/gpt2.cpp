@@ -37,16 +37,23 @@ class ArenaLayout {
 
 }  // namespace
 
-GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype,
-           GPT2Storage storage, UnitHooks* hooks)
-    : be_(backend), cfg_(config), B_(micro_batch), T_(seq_len), dtype_(compute_dtype), storage_(storage), hooks_(hooks) {
+GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage,
+           UnitHooks* hooks)
+    : be_(backend),
+      cfg_(config),
+      B_(micro_batch),
+      T_(seq_len),
+      dtype_(compute_dtype),
+      storage_(storage),
+      hooks_(hooks) {
   STRATA_CHECK(B_ > 0 && T_ > 0, "micro-batch " + std::to_string(B_) + " × sequence " + std::to_string(T_),
                "both must be positive");
-  STRATA_CHECK(T_ <= cfg_.max_seq_len,
-               "sequence length " + std::to_string(T_) + " exceeds the model's context " + std::to_string(cfg_.max_seq_len),
-               "lower --seq-len or raise n_positions in the model config");
-  STRATA_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16,
-               "compute dtype " + std::string(dtype_name(dtype_)), "GPT-2 runs in f32 or bf16");
+  STRATA_CHECK(
+      T_ <= cfg_.max_seq_len,
+      "sequence length " + std::to_string(T_) + " exceeds the model's context " + std::to_string(cfg_.max_seq_len),
+      "lower --seq-len or raise n_positions in the model config");
+  STRATA_CHECK(dtype_ == DType::f32 || dtype_ == DType::bf16, "compute dtype " + std::string(dtype_name(dtype_)),
+               "GPT-2 runs in f32 or bf16");
   STRATA_CHECK(hooks_ || (storage_.params && storage_.grads), "GPT2 without its own parameter or gradient buffers",
                "pass the UnitHooks that provide them");
   specs_ = gpt2_unit_layout(cfg_);
@@ -107,8 +114,9 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
   encoded_ = lay.view(act_, i_enc);
   for (auto& x : li) {
     LayerActs la;
-    TensorView* dst[15] = {&la.ln1, &la.ln1_mean, &la.ln1_rstd, &la.qkv, &la.atty, &la.lse, &la.attproj, &la.residual2,
-                           &la.ln2, &la.ln2_mean, &la.ln2_rstd, &la.fch, &la.fch_gelu, &la.fcproj, &la.residual3};
+    TensorView* dst[15] = {&la.ln1,      &la.ln1_mean, &la.ln1_rstd,  &la.qkv,    &la.atty,
+                           &la.lse,      &la.attproj,  &la.residual2, &la.ln2,    &la.ln2_mean,
+                           &la.ln2_rstd, &la.fch,      &la.fch_gelu,  &la.fcproj, &la.residual3};
     for (int k = 0; k < 15; ++k) *dst[k] = lay.view(act_, x.v[k]);
     layers_.push_back(la);
   }
@@ -201,10 +209,10 @@ static void for_each_llmc_slice(const GPT2Config& cfg, const std::vector<std::ve
 }
 
 void GPT2::import_llmc_params(std::span<const float> llmc) {
-  STRATA_CHECK(owns_master() && llmc.size() == size_t(num_params_), "import of " + std::to_string(llmc.size()) +
-                                                                          " parameters into a model of " +
-                                                                          std::to_string(num_params_),
-               "the file was written for a different model shape");
+  STRATA_CHECK(
+      owns_master() && llmc.size() == size_t(num_params_),
+      "import of " + std::to_string(llmc.size()) + " parameters into a model of " + std::to_string(num_params_),
+      "the file was written for a different model shape");
   float* master = master_.as<float>();
   for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
     std::memcpy(master + mine, llmc.data() + theirs, n * 4);
@@ -213,8 +221,8 @@ void GPT2::import_llmc_params(std::span<const float> llmc) {
 }
 
 void GPT2::export_llmc_grads(std::span<float> llmc) const {
-  STRATA_CHECK(storage_.grads && llmc.size() == size_t(num_params_), "export of gradients into " +
-                                                                         std::to_string(llmc.size()) + " elements",
+  STRATA_CHECK(storage_.grads && llmc.size() == size_t(num_params_),
+               "export of gradients into " + std::to_string(llmc.size()) + " elements",
                "the destination must hold every parameter");
   const float* grads = grads_.as<float>();
   for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
@@ -289,8 +297,8 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
     be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dresidual_, a.fch_gelu, pv(P::fcprojw, l));
     be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
     be_.matmul_backward(dl_btc_, gv(P::fcw, l), gv(P::fcb, l), dl_bt4c_, a.ln2, pv(P::fcw, l));
-    be_.layernorm_backward(dresidual_, gv(P::ln2w, l), gv(P::ln2b, l), dl_btc_, a.residual2, pv(P::ln2w, l),
-                           a.ln2_mean, a.ln2_rstd);
+    be_.layernorm_backward(dresidual_, gv(P::ln2w, l), gv(P::ln2b, l), dl_btc_, a.residual2, pv(P::ln2w, l), a.ln2_mean,
+                           a.ln2_rstd);
     be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l), dresidual_, a.atty, pv(P::attprojw, l));
     be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH);
     be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));

@@ -29,8 +29,8 @@ struct GPT2Storage {
 
 class GPT2 final : public UnitModel {
  public:
-  GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype,
-       GPT2Storage storage = {}, UnitHooks* hooks = nullptr);
+  GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage = {},
+       UnitHooks* hooks = nullptr);
 
   const GPT2Config& config() const { return cfg_; }
   int micro_batch() const { return B_; }
@@ -89,8 +89,8 @@ class GPT2 final : public UnitModel {
 
  private:
   struct LayerActs {
-    TensorView ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch,
-        fch_gelu, fcproj, residual3;
+    TensorView ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
+        fcproj, residual3;
   };
   // Compute-dtype / f32-gradient views of tensor p of `layer` through the unit bases.
   TensorView pv(GPT2Param p, int layer = 0) const;
@@ -117,10 +117,10 @@ class GPT2 final : public UnitModel {
   UnitHooks* hooks_;
   std::vector<ParamSpec> specs_;
   std::vector<int64_t> offsets_;
-  std::vector<std::vector<int>> entry_;   // [kind][layer] -> index into specs_
-  std::vector<int64_t> unit_begin_;       // num_units + 1 boundaries
-  std::vector<void*> param_base_;         // per unit
-  std::vector<float*> grad_base_;         // per unit
+  std::vector<std::vector<int>> entry_;  // [kind][layer] -> index into specs_
+  std::vector<int64_t> unit_begin_;      // num_units + 1 boundaries
+  std::vector<void*> param_base_;        // per unit
+  std::vector<float*> grad_base_;        // per unit
   int64_t num_params_ = 0;
   Buffer master_, compute_, grads_, act_;
   TensorView encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;

@@ -33,13 +33,20 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
     return v.get<int>();
   };
   for (auto& [key, v] : j.items()) {
-    if (key == "n_layer" || key == "num_layers") c.n_layer = get_int(v, key);
-    else if (key == "n_head" || key == "num_heads") c.n_head = get_int(v, key);
-    else if (key == "n_embd" || key == "channels" || key == "hidden_size") c.n_embd = get_int(v, key);
-    else if (key == "vocab_size") c.vocab_size = get_int(v, key);
-    else if (key == "padded_vocab_size") c.padded_vocab_size = get_int(v, key);
-    else if (key == "n_positions" || key == "max_seq_len" || key == "n_ctx") c.max_seq_len = get_int(v, key);
-    else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name") continue;
+    if (key == "n_layer" || key == "num_layers")
+      c.n_layer = get_int(v, key);
+    else if (key == "n_head" || key == "num_heads")
+      c.n_head = get_int(v, key);
+    else if (key == "n_embd" || key == "channels" || key == "hidden_size")
+      c.n_embd = get_int(v, key);
+    else if (key == "vocab_size")
+      c.vocab_size = get_int(v, key);
+    else if (key == "padded_vocab_size")
+      c.padded_vocab_size = get_int(v, key);
+    else if (key == "n_positions" || key == "max_seq_len" || key == "n_ctx")
+      c.max_seq_len = get_int(v, key);
+    else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name")
+      continue;
     else
       throw_error("model config '" + origin + "': unknown key '" + key + "'",
                   "GPT-2 configs take n_layer, n_head, n_embd, vocab_size, padded_vocab_size, n_positions");
@@ -55,8 +62,9 @@ void GPT2Config::validate(const std::string& origin) const {
   };
   need(n_layer > 0, "n_layer must be positive");
   need(n_head > 0, "n_head must be positive");
-  need(n_embd > 0 && n_embd % n_head == 0, "n_embd (" + std::to_string(n_embd) + ") must be a positive multiple of n_head (" +
-                                               std::to_string(n_head) + ")");
+  need(
+      n_embd > 0 && n_embd % n_head == 0,
+      "n_embd (" + std::to_string(n_embd) + ") must be a positive multiple of n_head (" + std::to_string(n_head) + ")");
   need(vocab_size > 0, "vocab_size must be positive");
   need(padded_vocab_size >= vocab_size, "padded_vocab_size must be at least vocab_size");
   need(max_seq_len > 0, "n_positions must be positive");

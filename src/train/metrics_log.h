@@ -2,9 +2,8 @@
 // keeps what it logged.
 #pragma once
 #include <cstdio>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace strata {
 

@@ -7,20 +7,19 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <span>
 
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
-#include "comm/communicator.h"
-#include "zero/zero_engine.h"
 #include "train/data_loader.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
-
-#include <nlohmann/json.hpp>
 #include "zero/partition.h"
+#include "zero/zero_engine.h"
 
 #ifndef STRATA_SOURCE_DIR
 #define STRATA_SOURCE_DIR "."
@@ -38,7 +37,8 @@ std::string resolve_resource(const std::string& path) {
 static void validate(const TrainOptions& o) {
   auto need = [](bool ok, const std::string& what, const std::string& hint) { STRATA_CHECK(ok, what, hint); };
   need(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps), "e.g. --steps 200");
-  need(o.micro_batch > 0, "--micro-batch must be positive, got " + std::to_string(o.micro_batch), "e.g. --micro-batch 8");
+  need(o.micro_batch > 0, "--micro-batch must be positive, got " + std::to_string(o.micro_batch),
+       "e.g. --micro-batch 8");
   need(o.grad_accum > 0, "--grad-accum must be positive, got " + std::to_string(o.grad_accum), "e.g. --grad-accum 1");
   need(o.seq_len > 0, "--seq-len must be positive, got " + std::to_string(o.seq_len), "e.g. --seq-len 128");
   need(o.lr > 0, "--lr must be positive", "e.g. --lr 3e-4");
@@ -78,9 +78,9 @@ TrainResult train(const TrainOptions& opts) {
   STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
                "use --adam-isa auto");
   // The ZeRO engine decides what the model allocates itself; the optimizer runs inside it.
-  zero::ZeroEngine engine(backend, opts.comm, opts.zero_stage, opts.sub_group_size,
-                          {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay),
-                           {isa, opts.threads, 1 << 16}});
+  zero::ZeroEngine engine(
+      backend, opts.comm, opts.zero_stage, opts.sub_group_size,
+      {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, opts.threads, 1 << 16}});
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
              {engine.model_owns_params(), engine.model_owns_grads(), engine.model_owns_master(opts.precision)},
              engine.hooks());
@@ -131,7 +131,8 @@ TrainResult train(const TrainOptions& opts) {
     for (int r = 0; r < world; ++r) a.push_back(mem[size_t(4 * r + k)]);
     return a;
   };
-  const nlohmann::json param_bytes = column(0), grad_bytes = column(1), optim_bytes = column(2), comm_buffers = column(3);
+  const nlohmann::json param_bytes = column(0), grad_bytes = column(1), optim_bytes = column(2),
+                       comm_buffers = column(3);
   std::vector<int64_t> comm_bytes(static_cast<size_t>(world));
   uint64_t comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0;
   int64_t steps_since_log = 0;
@@ -177,7 +178,8 @@ TrainResult train(const TrainOptions& opts) {
     ++steps_since_log;
     if (log_now) {
       // Bytes each rank sent per step since the last log (collective: every rank logs alike).
-      const int64_t sent = opts.comm ? int64_t((opts.comm->counters().bytes_sent - comm_at_last_log) / uint64_t(steps_since_log)) : 0;
+      const int64_t sent =
+          opts.comm ? int64_t((opts.comm->counters().bytes_sent - comm_at_last_log) / uint64_t(steps_since_log)) : 0;
       if (world > 1)
         opts.comm->all_gather(std::span<const int64_t>(&sent, 1), std::span<int64_t>(comm_bytes));
       else
@@ -214,8 +216,9 @@ TrainResult train(const TrainOptions& opts) {
     engine.gather_full_params(result.final_params);
   }
   if (!quiet)
-    std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n", format_duration(result.seconds).c_str(),
-                 result.steps.front().loss, result.steps.back().loss, metrics->path().c_str());
+    std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n",
+                 format_duration(result.seconds).c_str(), result.steps.front().loss, result.steps.back().loss,
+                 metrics->path().c_str());
   return result;
 }
 

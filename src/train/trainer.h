@@ -31,7 +31,7 @@ struct TrainOptions {
   std::string out = "out";
   int64_t log_every = 10;
   int threads = 0;
-  bool pin_threads = false;        // pin OpenMP threads one per physical core
+  bool pin_threads = false;       // pin OpenMP threads one per physical core
   std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
   size_t device_mem = size_t(8) << 30;
   bool quiet = false;  // no progress line (tests)
@@ -39,7 +39,7 @@ struct TrainOptions {
   int zero_stage = 0;
   int64_t sub_group_size = 1000000000;  // elements per partitioned sub-group
   Communicator* comm = nullptr;
-  double comm_timeout = 300;  // seconds a collective may take before it is an error (CLI)
+  double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
 

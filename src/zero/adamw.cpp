@@ -24,8 +24,8 @@ bool AdamW::step(float* params, const float* grads, void* compute_out, DType com
     ts.param_out = compute_out ? static_cast<char*>(compute_out) + size_t(g.offset) * out_esz : nullptr;
     ts.out_dtype = compute_dtype;
     ts.n = g.count;
-    const cpu::AdamHyper h{lr, cfg_.beta1, cfg_.beta2, cfg_.eps, g.decay ? cfg_.weight_decay : 0.0f, true, true, t,
-                           grad_scale};
+    const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
+                           true, true,       t,          grad_scale};
     nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
   }
   return nonfinite;

@@ -73,10 +73,14 @@ std::vector<OwnedPiece> PartitionLayout::owned_pieces(int rank) const {
 double model_state_bytes(int stage, double psi, int world, double K, double param_bytes, double grad_bytes) {
   const double n = world;
   switch (stage) {
-    case 0: return (param_bytes + grad_bytes + K) * psi;
-    case 1: return (param_bytes + grad_bytes) * psi + K * psi / n;
-    case 2: return param_bytes * psi + (grad_bytes + K) * psi / n;
-    case 3: return (param_bytes + grad_bytes + K) * psi / n;
+    case 0:
+      return (param_bytes + grad_bytes + K) * psi;
+    case 1:
+      return (param_bytes + grad_bytes) * psi + K * psi / n;
+    case 2:
+      return param_bytes * psi + (grad_bytes + K) * psi / n;
+    case 3:
+      return (param_bytes + grad_bytes + K) * psi / n;
   }
   throw_error("ZeRO stage " + std::to_string(stage), "stages are 0, 1, 2 and 3");
 }

@@ -45,7 +45,7 @@ class PartitionLayout {
   const std::vector<SubGroup>& sub_groups() const { return groups_; }
   const std::vector<ParamSpan>& params() const { return params_; }
   int64_t model_elements() const { return model_elements_; }
-  int64_t padded_elements() const { return padded_total_; }           // Σ padded
+  int64_t padded_elements() const { return padded_total_; }          // Σ padded
   int64_t shard_elements() const { return padded_total_ / world_; }  // per rank
   int64_t padding_elements() const { return padded_total_ - model_elements_; }
 

@@ -29,12 +29,15 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   STRATA_CHECK(buf_.weight_decay.size() == buf_.params.size(), "ZeroEngine: one weight-decay flag per parameter",
                "this is a bug in the caller");
   STRATA_CHECK(policy_.optimizer_states || buf_.master,
-               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's parameters", "this is a bug in the caller");
-  STRATA_CHECK(policy_.gradients || buf_.grads, "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's gradients",
+               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's parameters",
+               "this is a bug in the caller");
+  STRATA_CHECK(policy_.gradients || buf_.grads,
+               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's gradients",
                "this is a bug in the caller");
   layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, sub_group_size_);
   const PartitionLayout& lay = *layout_;
-  adam_ = std::make_unique<AdamW>(be_, policy_.optimizer_states ? lay.shard_elements() : lay.model_elements(), adam_cfg_);
+  adam_ =
+      std::make_unique<AdamW>(be_, policy_.optimizer_states ? lay.shard_elements() : lay.model_elements(), adam_cfg_);
   if (!policy_.optimizer_states) {
     for (size_t i = 0; i < buf_.params.size(); ++i)
       groups_.push_back({buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i])});
@@ -83,18 +86,19 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   if (buf_.master) {
     pack(buf_.master, padded_.as<float>());
     for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-      std::memcpy(shard_master_.as<float>() + lay.shard_offset(int(g)), padded_.as<float>() + lay.slice_begin(int(g), rank_),
-                  size_t(lay.sub_groups()[g].shard) * 4);
+      std::memcpy(shard_master_.as<float>() + lay.shard_offset(int(g)),
+                  padded_.as<float>() + lay.slice_begin(int(g), rank_), size_t(lay.sub_groups()[g].shard) * 4);
   } else {
     std::vector<float> unit(static_cast<size_t>(max_unit));  // one unit at a time, never the whole model
     for (int u = 0; u < model.num_units(); ++u) {
       model.init_unit(u, seed, unit.data());
       for (int gi : unit_groups_[size_t(u)]) {
         const SubGroup& g = lay.sub_groups()[size_t(gi)];
-        const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard), hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
+        const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard),
+                      hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
         if (hi > lo)
-          std::memcpy(shard_master_.as<float>() + lay.shard_offset(gi), unit.data() + (g.flat_begin - model.unit_begin(u)) + lo,
-                      size_t(hi - lo) * 4);
+          std::memcpy(shard_master_.as<float>() + lay.shard_offset(gi),
+                      unit.data() + (g.flat_begin - model.unit_begin(u)) + lo, size_t(hi - lo) * 4);
       }
     }
   }
@@ -118,7 +122,8 @@ void ZeroEngine::unpack(const T* padded, T* full) const {
 template <typename T>
 void ZeroEngine::gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out) {
   if (distributed())
-    comm_->all_gather(std::span<const T>(shard + shard_off, size_t(g.shard)), std::span<T>(padded_out, size_t(g.padded)));
+    comm_->all_gather(std::span<const T>(shard + shard_off, size_t(g.shard)),
+                      std::span<T>(padded_out, size_t(g.padded)));
   else
     std::memcpy(padded_out, shard + shard_off, size_t(g.shard) * sizeof(T));
 }
@@ -204,9 +209,10 @@ bool ZeroEngine::step(float lr, float clip_scale, int64_t t) {
   if (!policy_.optimizer_states)
     return adam_->step(buf_.master, buf_.grads, buf_.compute, buf_.compute_dtype, groups_, lr, clip_scale, t);
   const bool low = buf_.compute_dtype != DType::f32;
-  const bool nonfinite = adam_->step(shard_master_.as<float>(), shard_grads_.as<float>(), low ? shard_compute_.data() : nullptr,
-                                     buf_.compute_dtype, groups_, lr, clip_scale, t);
-  resident_[0] = resident_[1] = -1;  // gathered parameters are stale now
+  const bool nonfinite =
+      adam_->step(shard_master_.as<float>(), shard_grads_.as<float>(), low ? shard_compute_.data() : nullptr,
+                  buf_.compute_dtype, groups_, lr, clip_scale, t);
+  resident_[0] = resident_[1] = -1;          // gathered parameters are stale now
   if (policy_.parameters) return nonfinite;  // stage 3: gathered again when next used
   publish_params();
   return nonfinite;
@@ -249,8 +255,8 @@ size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() +
 
 size_t ZeroEngine::comm_buffer_bytes() const {
   return padded_.bytes() + padded_compute_.bytes() + staging_.bytes() + staging_out_.bytes() + bucket_[0].bytes() +
-         bucket_[1].bytes() + gathered_[0].bytes() + gathered_[1].bytes() + (shard_grads_.bytes() - grad_shard_bytes()) +
-         (shard_compute_.bytes() - param_shard_bytes());
+         bucket_[1].bytes() + gathered_[0].bytes() + gathered_[1].bytes() +
+         (shard_grads_.bytes() - grad_shard_bytes()) + (shard_compute_.bytes() - param_shard_bytes());
 }
 
 }  // namespace strata::zero

@@ -105,13 +105,13 @@ class ZeroEngine final : public UnitHooks {
   ModelBuffers buf_;
   std::unique_ptr<PartitionLayout> layout_;
   std::unique_ptr<AdamW> adam_;
-  std::vector<AdamW::Group> groups_;              // over the arrays AdamW sees
-  std::vector<std::vector<int>> unit_groups_;     // sub-groups of each unit
+  std::vector<AdamW::Group> groups_;           // over the arrays AdamW sees
+  std::vector<std::vector<int>> unit_groups_;  // sub-groups of each unit
   Buffer padded_, shard_grads_, shard_master_, shard_compute_, padded_compute_;
-  Buffer staging_, staging_out_;                  // one sub-group, padded (stages 2-3)
-  Buffer bucket_[2];                              // unit gradients (2-3): embeddings, others
-  Buffer gathered_[2];                            // unit parameters (3): embeddings, others
-  int resident_[2] = {-1, -1};                    // which unit each gather buffer holds now
+  Buffer staging_, staging_out_;  // one sub-group, padded (stages 2-3)
+  Buffer bucket_[2];              // unit gradients (2-3): embeddings, others
+  Buffer gathered_[2];            // unit parameters (3): embeddings, others
+  int resident_[2] = {-1, -1};    // which unit each gather buffer holds now
 };
 
 }  // namespace strata::zero
