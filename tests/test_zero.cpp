@@ -40,6 +40,17 @@ TrainOptions run_options(const std::string& tag) {
   return o;
 }
 
+// The parameter table the trainer hands the engine (unit-major layout, with units).
+std::vector<zero::ParamSpan> unit_table(const GPT2Config& cfg) {
+  std::vector<zero::ParamSpan> table;
+  int64_t off = 0;
+  for (const ParamSpec& s : gpt2_unit_layout(cfg)) {
+    table.push_back({s.name, s.unit, off, s.shape.numel()});
+    off += s.shape.numel();
+  }
+  return table;
+}
+
 // tiny config: vocab 37 < 256 would reject byte data, so use a byte-vocabulary variant.
 GPT2Config tiny_bytes() { return GPT2Config::load(test::source_path("configs/gpt2-tiny-bytes.json")); }
 
@@ -72,12 +83,7 @@ void expect_equivalent(int stage, int grad_accum) {
   // all-reduces the loss (and, with sharded gradients, the squared norm): one double each.
   if (N > 1) {
     const GPT2Config cfg = tiny_bytes();
-    std::vector<zero::ParamSpan> table;
-    for (const ParamSpec& s : gpt2_unit_layout(cfg)) {  // as the trainer hands it to the engine
-      const int64_t off = table.empty() ? 0 : table.back().offset + table.back().count;
-      table.push_back({s.name, s.unit, off, s.shape.numel()});
-    }
-    const zero::PartitionLayout lay(table, N, dist.sub_group_size);
+    const zero::PartitionLayout lay(unit_table(cfg), N, dist.sub_group_size);
     const auto ring = [&](double n) { return uint64_t(2.0 * (N - 1) / N * n + 0.5); };  // one all-reduce
     const double psi = double(a.num_params), psi_padded = double(lay.padded_elements());
     const auto pass = [&](double passes) { return uint64_t(passes * psi_padded * (N - 1) / N + 0.5); };
@@ -131,12 +137,7 @@ TEST(ZeroEquivalence, ParameterCountIsNotDivisibleByThree) {
 TEST(ZeroAccounting, AllocatedBytesMatchTheFormulas) {
   const int N = world->size();
   const GPT2Config cfg = tiny_bytes();
-  std::vector<zero::ParamSpan> table;
-  for (const ParamSpec& s : gpt2_unit_layout(cfg)) {
-    const int64_t off = table.empty() ? 0 : table.back().offset + table.back().count;
-    table.push_back({s.name, s.unit, off, s.shape.numel()});
-  }
-  const zero::PartitionLayout lay(table, N, 1000);
+  const zero::PartitionLayout lay(unit_table(cfg), N, 1000);
   const double psi = double(lay.model_elements()), part = double(lay.padded_elements()) / N;
   for (DType dt : {DType::bf16, DType::f32}) {
     for (int stage = 0; stage <= 3; ++stage) {

@@ -28,7 +28,6 @@ class MpiComm final : public Communicator {
   int size() const override { return size_; }
   std::string host() const override { return host_; }
   void barrier() override;
-  MPI_Comm raw() const { return comm_; }
   // True when launched under mpirun/srun (so a single-rank run needs no MPI at all).
   static bool launched_by_mpi();
 

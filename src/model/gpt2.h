@@ -83,7 +83,6 @@ class GPT2 final : public UnitModel {
   double backward(std::span<const int32_t> targets, float grad_scale);
   void zero_grad();
 
-  size_t activation_bytes() const { return act_.bytes(); }
   size_t param_bytes() const { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy
   size_t grad_bytes() const { return grads_.bytes(); }
 

@@ -14,7 +14,6 @@ DataLoader::DataLoader(std::vector<int32_t> tokens, int seq_len, uint64_t seed, 
                "data '" + origin + "' has " + std::to_string(tokens_.size()) + " tokens, fewer than one sample of " +
                    std::to_string(T_ + 1),
                "use more data or a shorter --seq-len");
-  for (int32_t t : tokens_) max_token_ = std::max(max_token_, t);
 }
 
 void DataLoader::fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets) const {

@@ -14,14 +14,11 @@ class DataLoader {
   DataLoader(std::vector<int32_t> tokens, int seq_len, uint64_t seed, const std::string& origin);
   // Fills inputs/targets ([count × seq_len] each) with samples first_sample .. first_sample+count-1.
   void fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets) const;
-  size_t num_tokens() const { return tokens_.size(); }
-  int32_t max_token() const { return max_token_; }
 
  private:
   std::vector<int32_t> tokens_;
   int T_;
   uint64_t seed_;
-  int32_t max_token_ = -1;
 };
 
 }  // namespace strata

@@ -31,7 +31,6 @@ class AdamW {
   bool step(float* params, const float* grads, void* compute_out, DType compute_dtype, std::span<const Group> groups,
             float lr, float grad_scale, int64_t t);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
-  const AdamWConfig& config() const { return cfg_; }
 
  private:
   AdamWConfig cfg_;
