@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake pkg-config libdnnl-dev liburing-dev libcxxopts-dev libgtest-dev
+packages=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev liburing-dev libcxxopts-dev libgtest-dev
           libopenmpi-dev openmpi-bin nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
