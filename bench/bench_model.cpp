@@ -50,8 +50,8 @@ Measured measure_strata(const GPT2Config& cfg, const ModelBenchOptions& o, DType
     model.zero_grad();
     model.forward(tokens);
     model.backward(targets, 1.0f);
-    optim.step(model.master_flat().as<float>(), model.grad_flat().as<float>(), model.compute_flat().data, dtype, groups,
-               1e-4f, 1.0f, s + 1);
+    optim.step(model.master_flat().as<float>(), model.grad_flat().data, DType::f32, model.compute_flat().data, dtype,
+               groups, 1e-4f, 1.0f, s + 1);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s >= o.warmup) best = std::min(best, dt);
   }

@@ -1,33 +1,42 @@
 #include "cpu/cpu_stream.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/error.h"
 
 namespace strata::cpu {
 
-void CpuEvent::arm() {
+uint64_t CpuEvent::arm() {
   std::lock_guard lock(mu_);
-  done_ = false;
-  error_ = nullptr;
+  return ++armed_;
 }
 
-void CpuEvent::complete(std::exception_ptr error) {
+void CpuEvent::complete(uint64_t generation, std::exception_ptr error) {
   {
     std::lock_guard lock(mu_);
-    done_ = true;
-    error_ = error;
+    completed_ = std::max(completed_, generation);
+    if (generation == armed_) error_ = error;
   }
   cv_.notify_all();
 }
 
-void CpuEvent::synchronize() {
+void CpuEvent::synchronize() { wait_for(latest()); }
+
+void CpuEvent::wait_for(uint64_t generation) {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
+  cv_.wait(lock, [&] { return completed_ >= generation; });
   if (error_) std::rethrow_exception(error_);
+}
+
+uint64_t CpuEvent::latest() const {
+  std::lock_guard lock(mu_);
+  return armed_;
 }
 
 bool CpuEvent::ready() const {
   std::lock_guard lock(mu_);
-  return done_;
+  return completed_ >= armed_;
 }
 
 CpuStream::CpuStream(std::string name) : name_(std::move(name)), worker_([this] { run(); }) {}
@@ -41,39 +50,38 @@ CpuStream::~CpuStream() {
   worker_.join();
 }
 
-void CpuStream::enqueue(std::function<void()> work) { push({std::move(work), false}); }
+void CpuStream::enqueue(std::function<void()> work) { push({std::move(work)}); }
 
 void CpuStream::push(Item item) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back(std::move(item));
+    if (count_ == ring_.size()) {  // grow: unroll the ring into a vector twice the size
+      std::vector<Item> bigger(std::max<size_t>(16, 2 * ring_.size()));
+      for (size_t i = 0; i < count_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+      ring_ = std::move(bigger);
+      head_ = 0;
+    }
+    ring_[(head_ + count_) % ring_.size()] = std::move(item);
+    ++count_;
   }
   cv_work_.notify_one();
 }
 
 void CpuStream::record(Event& e) {
   auto& ev = dynamic_cast<CpuEvent&>(e);
-  ev.arm();
   // The event carries the stream's first error so a waiter on another thread sees it.
-  push({[this, &ev] {
-          std::exception_ptr err;
-          {
-            std::lock_guard lock(mu_);
-            err = error_;
-          }
-          ev.complete(err);
-        },
-        true});
+  push({nullptr, Kind::complete, &ev, ev.arm()});
 }
 
 void CpuStream::wait(Event& e) {
+  // Later work waits for the event's latest recording as of now (cudaStreamWaitEvent).
   auto& ev = dynamic_cast<CpuEvent&>(e);
-  enqueue([&ev] { ev.synchronize(); });
+  push({nullptr, Kind::wait, &ev, ev.latest()});
 }
 
 void CpuStream::synchronize() {
   std::unique_lock lock(mu_);
-  cv_idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  cv_idle_.wait(lock, [&] { return count_ == 0 && !busy_; });
   if (error_) {
     auto err = error_;
     error_ = nullptr;
@@ -84,17 +92,25 @@ void CpuStream::synchronize() {
 void CpuStream::run() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_work_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop requested and drained
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
+    cv_work_.wait(lock, [&] { return stop_ || count_ > 0; });
+    if (count_ == 0) return;  // stop requested and drained
+    Item item = std::move(ring_[head_]);
+    ring_[head_].fn = nullptr;
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
     busy_ = true;
-    bool skip = error_ != nullptr && !item.always;
+    const bool skip = error_ != nullptr && item.kind != Kind::complete;
+    const std::exception_ptr carried = error_;
     lock.unlock();
     std::exception_ptr err;
-    if (!skip) {
+    if (item.kind == Kind::complete) {
+      item.event->complete(item.generation, carried);
+    } else if (!skip) {
       try {
-        item.fn();
+        if (item.kind == Kind::wait)
+          item.event->wait_for(item.generation);
+        else
+          item.fn();
       } catch (...) {
         err = std::current_exception();
       }
@@ -102,7 +118,7 @@ void CpuStream::run() {
     lock.lock();
     if (err && !error_) error_ = err;
     busy_ = false;
-    if (queue_.empty()) cv_idle_.notify_all();
+    if (count_ == 0) cv_idle_.notify_all();
   }
 }
 

@@ -3,11 +3,11 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -17,14 +17,19 @@ class CpuEvent final : public Event {
  public:
   void synchronize() override;
   bool ready() const override;
-  // Called by the stream: arm before enqueueing, complete when the worker gets there.
-  void arm();
-  void complete(std::exception_ptr error);
+  // Blocks until recording `generation` (or a later one) has completed.
+  void wait_for(uint64_t generation);
+  uint64_t latest() const;  // the latest recording's generation
+  // Called by the stream: arm before enqueueing (returns the recording's generation),
+  // complete(generation) when the worker gets there. As with cudaEventRecord, the event
+  // stands for its latest recording: an earlier recording's completion does not complete it.
+  uint64_t arm();
+  void complete(uint64_t generation, std::exception_ptr error);
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = true;  // an event never recorded is complete, as in CUDA
+  uint64_t armed_ = 0, completed_ = 0;  // never recorded: complete, as in CUDA
   std::exception_ptr error_;
 };
 
@@ -34,6 +39,7 @@ class CpuStream final : public Stream {
   ~CpuStream() override;
   // Work runs in order; once one item throws, later items are skipped (events still fire).
   void enqueue(std::function<void()> work);
+  void launch_host(std::function<void()> fn) override { enqueue(std::move(fn)); }
   void record(Event& e) override;
   void wait(Event& e) override;
   void synchronize() override;
@@ -44,12 +50,19 @@ class CpuStream final : public Stream {
   std::string name_;
   std::mutex mu_;
   std::condition_variable cv_work_, cv_idle_;
+  // Work, or an event completion / wait (held inline, so recording allocates nothing).
+  // Completions run even after a failure, so waiters never hang.
+  enum class Kind : uint8_t { work, complete, wait };
   struct Item {
     std::function<void()> fn;
-    bool always;  // event completions run even after a failure, so waiters never hang
+    Kind kind = Kind::work;
+    CpuEvent* event = nullptr;
+    uint64_t generation = 0;
   };
   void push(Item item);
-  std::deque<Item> queue_;
+  // A ring that only ever grows, so a steady-state step enqueues without allocating.
+  std::vector<Item> ring_;
+  size_t head_ = 0, count_ = 0;
   bool stop_ = false, busy_ = false;
   std::exception_ptr error_;  // first failure; later work is skipped and the error rethrown
   std::thread worker_;

@@ -29,7 +29,7 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits, std:
 void cast(TensorView dst, TensorView src);
 double sum_squares(TensorView x);
 
-// Calls f(T{}) with T = float or bf16 for an activation tensor's dtype.
+// Calls f(T{}) with T = float, bf16 or f16 for an activation tensor's dtype.
 template <typename F>
 decltype(auto) dispatch_act(DType t, F&& f) {
   switch (t) {
@@ -37,11 +37,11 @@ decltype(auto) dispatch_act(DType t, F&& f) {
       return f(float{});
     case DType::bf16:
       return f(bf16{});
-    default:
-      break;
+    case DType::f16:
+      return f(f16{});
   }
   throw_error("activations of dtype " + std::string(dtype_name(t)) + " are not supported by the CPU backend",
-              "use --precision f32 or bf16");
+              "use --precision f32, bf16 or f16");
 }
 
 // Checks that a view has the expected element count, naming the op and argument.

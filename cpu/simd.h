@@ -1,4 +1,4 @@
-// AVX2 building blocks for the CPU ops: 8-wide loads/stores of f32 or bf16 (RNE, NaN kept)
+// AVX2 building blocks for the CPU ops: 8-wide loads/stores of f32, bf16 or f16 (RNE, NaN kept)
 // and a vectorised exp. Header-only; included only by files built for x86-64-v3.
 #pragma once
 #include <immintrin.h>
@@ -29,6 +29,12 @@ inline __m128i pack_bf16x8(__m256 v) {
   return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 inline void store8(bf16* p, __m256 v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), pack_bf16x8(v)); }
+// f16 through F16C: exact widening; narrowing rounds to nearest even (NaN stays NaN,
+// overflow becomes ±Inf, which fp16 loss scaling detects as overflow).
+inline __m256 load8(const f16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline void store8(f16* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 
 // exp(x) for f32 lanes: Cody-Waite range reduction and a degree-6 polynomial (Cephes
 // coefficients); max relative error ~2 ulp over [-87, 88]; underflows to 0, saturates to

@@ -44,5 +44,22 @@ case $case_name in
     done
     echo "ok: $(head -c 200 <<<"$last")" ;;
   bad_adam_isa) expect_error 2 "\-\-adam-isa" -- train --adam-isa sse9 ;;
+  zero_options)
+    expect_error 2 "\-\-reduce-bucket-size" -- train --reduce-bucket-size 1.5
+    expect_error 2 "\-\-overlap-comm" -- train --overlap-comm maybe
+    expect_error 2 "\-\-zero-stage" -- train --zero-stage 5
+    expect_error 2 "\-\-loss-scale" -- train --loss-scale -1
+    expect_error 1 "max-live-params" -- train --zero-stage 3 --max-live-params 10 --steps 1
+    "$bin" train --help >"$tmp/h"
+    for opt in --zero-stage --reduce-bucket-size --allgather-bucket-size --overlap-comm --prefetch-depth \
+               --param-persistence-threshold --max-live-params --loss-scale --initial-scale-power; do
+      grep -q -- "$opt" "$tmp/h" || fail "strata train --help lacks $opt"
+    done ;;
+  train_fp16)
+    "$bin" train --steps 6 --precision f16 --initial-scale-power 30 --log-every 1 --out "$tmp/run" 2>"$tmp/err" ||
+      fail "fp16 training failed: $(cat "$tmp/err")"
+    grep -q '"skipped":true' "$tmp/run/metrics.jsonl" || fail "2^30 should overflow f16: $(head -2 "$tmp/run/metrics.jsonl")"
+    grep -q '"loss_scale":' "$tmp/run/metrics.jsonl" || fail "metrics lack loss_scale"
+    echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 200)" ;;
   *) fail "unknown case $case_name" ;;
 esac

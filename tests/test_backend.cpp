@@ -96,6 +96,30 @@ TEST(Stream, WaitOrdersAcrossStreams) {
   EXPECT_EQ(seen_by_b, 1);
 }
 
+// An event stands for its latest recording (as in CUDA): re-recording it while an earlier
+// recording is still queued must not let the earlier completion complete the event.
+TEST(Stream, ReRecordedEventWaitsForItsLatestRecording) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  auto s = be.make_stream("s");
+  auto& cs = dynamic_cast<cpu::CpuStream&>(*s);
+  auto ev = be.make_event();
+  std::atomic<int> gate{0};
+  cs.enqueue([&] {
+    while (gate.load() < 1) std::this_thread::yield();
+  });
+  s->record(*ev);
+  cs.enqueue([&] {
+    while (gate.load() < 2) std::this_thread::yield();
+  });
+  s->record(*ev);
+  gate = 1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(ev->ready()) << "the first recording's completion completed the re-recorded event";
+  gate = 2;
+  ev->synchronize();
+  EXPECT_TRUE(ev->ready());
+}
+
 TEST(Stream, ErrorsSurfaceAtSynchronizeAndEventsStillFire) {
   cpu::CpuBackend be({size_t(1) << 20, 1});
   auto s = be.make_stream("s");

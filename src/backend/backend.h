@@ -7,6 +7,7 @@
 // thread's compute stream; copies run on the stream they are given.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -30,6 +31,9 @@ class Stream {
   virtual void record(Event& e) = 0;  // e completes when all work enqueued so far is done
   virtual void wait(Event& e) = 0;    // later work on this stream starts after e completes
   virtual void synchronize() = 0;     // blocks until the stream is drained; rethrows errors
+  // Runs fn on the stream, in order with the rest of its work (CPU: its worker thread).
+  // Keep captures small (a pointer and an index) so no allocation happens per call.
+  virtual void launch_host(std::function<void()> fn) = 0;
   virtual const std::string& name() const = 0;
 };
 
@@ -81,7 +85,8 @@ class Backend {
                                                 int vocab, float dloss) = 0;
   // dst = src converted to dst's dtype (same element count)
   virtual void cast(TensorView dst, TensorView src) = 0;
-  // Σ x² over an f32 tensor, accumulated in f64 (for global-norm clipping)
+  // Σ x² over an f32, bf16 or f16 tensor, accumulated in f64 in an order that depends only
+  // on the element count (global-norm clipping; deterministic for any thread count)
   virtual double sum_squares(TensorView x) = 0;
 };
 

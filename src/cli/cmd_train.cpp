@@ -34,9 +34,10 @@ int train_main(int argc, char** argv) {
       "weight-decay", "AdamW decoupled weight decay (matmul weights and embeddings)", fmt(d.weight_decay))(
       "beta1", "Adam beta1", fmt(d.beta1))("beta2", "Adam beta2", fmt(d.beta2))("eps", "Adam epsilon", fmt(d.eps))(
       "grad-clip", "global gradient-norm clip (0 = off)", fmt(d.grad_clip))(
-      "precision", "f32 | bf16 (bf16 compute, f32 master weights)", str("f32"))(
-      "seed", "random seed (weights and data order)", s(d.seed))("out", "output directory (metrics.jsonl)", str(d.out))(
-      "log-every", "steps between logged metrics", s(d.log_every))(
+      "precision", "f32 | bf16 | f16 (16-bit compute and gradients, f32 master weights; f16 with loss scaling)",
+      str("f32"))("seed", "random seed (weights and data order)", s(d.seed))(
+      "out", "output directory (metrics.jsonl)", str(d.out))("log-every", "steps between logged metrics",
+                                                             s(d.log_every))(
       "threads", "CPU threads for ops (0 = all)", s(d.threads))("pin-threads",
                                                                 "pin the OpenMP threads one per physical core")(
       "adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))(
@@ -44,6 +45,21 @@ int train_main(int argc, char** argv) {
       "zero-stage",
       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under mpirun)",
       s(d.zero_stage))("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))(
+      "reduce-bucket-size", "elements (all ranks) per gradient reduce-scatter/all-reduce bucket",
+      s(d.reduce_bucket_size))("allgather-bucket-size",
+                               "elements (all ranks) per parameter all-gather bucket (stages 1-2)",
+                               s(d.allgather_bucket_size))(
+      "overlap-comm", "run communication on its own stream, overlapped with backward (true | false)", str("true"))(
+      "prefetch-depth", "stage 3: units gathered ahead of use", s(d.prefetch_depth))(
+      "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole on every rank",
+      s(d.param_persistence_threshold))(
+      "max-live-params", "stage 3: gathered parameter elements at once (0 = from --prefetch-depth)",
+      s(d.max_live_params))("loss-scale", "fp16: static loss scale (0 = dynamic)", fmt(d.loss_scale))(
+      "initial-scale-power", "fp16 dynamic scaling: initial scale 2^N", s(d.initial_scale_power))(
+      "loss-scale-window", "fp16 dynamic scaling: steps without overflow before the scale doubles",
+      s(d.loss_scale_window))("hysteresis", "fp16 dynamic scaling: overflows in a row before the scale halves",
+                              s(d.hysteresis))("min-loss-scale", "fp16 dynamic scaling: the scale's floor",
+                                               fmt(d.min_loss_scale))(
       "comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))(
       "h,help", "show this help");
   cxxopts::ParseResult r;
@@ -68,7 +84,8 @@ int train_main(int argc, char** argv) {
     t.eps = gd("eps");
     t.grad_clip = gd("grad-clip");
     const std::string prec = r["precision"].as<std::string>();
-    if (prec != "f32" && prec != "bf16") return usage_error("train", "--precision: '" + prec + "' is not f32 or bf16");
+    if (prec != "f32" && prec != "bf16" && prec != "f16")
+      return usage_error("train", "--precision: '" + prec + "' is not f32, bf16 or f16");
     t.precision = parse_dtype(prec);
     t.seed = uint64_t(gi("seed"));
     t.out = r["out"].as<std::string>();
@@ -81,6 +98,21 @@ int train_main(int argc, char** argv) {
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
     t.zero_stage = int(gi("zero-stage"));
     t.sub_group_size = gi("sub-group-size");
+    auto gc = [&](const char* k) { return parse_count(r[k].as<std::string>(), std::string("--") + k); };
+    t.reduce_bucket_size = gc("reduce-bucket-size");
+    t.allgather_bucket_size = gc("allgather-bucket-size");
+    t.prefetch_depth = int(gc("prefetch-depth"));
+    t.param_persistence_threshold = gc("param-persistence-threshold");
+    t.max_live_params = gc("max-live-params");
+    const std::string overlap = r["overlap-comm"].as<std::string>();
+    if (overlap != "true" && overlap != "false")
+      return usage_error("train", "--overlap-comm: '" + overlap + "' is not true or false");
+    t.overlap_comm = overlap == "true";
+    t.loss_scale = gd("loss-scale");
+    t.initial_scale_power = int(gi("initial-scale-power"));
+    t.loss_scale_window = gc("loss-scale-window");
+    t.hysteresis = int(gi("hysteresis"));
+    t.min_loss_scale = gd("min-loss-scale");
     t.comm_timeout = gd("comm-timeout");
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
@@ -88,6 +120,11 @@ int train_main(int argc, char** argv) {
   if (t.zero_stage < 0 || t.zero_stage > 3)
     return usage_error("train", "--zero-stage: " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3");
   if (t.sub_group_size < 1) return usage_error("train", "--sub-group-size must be positive");
+  if (t.reduce_bucket_size < 1) return usage_error("train", "--reduce-bucket-size must be positive");
+  if (t.allgather_bucket_size < 1) return usage_error("train", "--allgather-bucket-size must be positive");
+  if (t.loss_scale < 0) return usage_error("train", "--loss-scale must not be negative (0 = dynamic)");
+  if (t.loss_scale_window < 1 || t.hysteresis < 1 || !(t.min_loss_scale > 0))
+    return usage_error("train", "--loss-scale-window and --hysteresis must be at least 1, --min-loss-scale positive");
   if (!(t.comm_timeout > 0)) return usage_error("train", "--comm-timeout must be positive");
   // Under mpirun/srun every rank trains its slice of the global batch.
   std::unique_ptr<MpiComm> comm;

@@ -7,6 +7,7 @@
 // so ZeRO's communication volume is measured, not computed (S3 accounting tests).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -60,27 +61,38 @@ class Communicator {
 
   template <typename T>
   void all_reduce(std::span<T> data, ReduceOp op = ReduceOp::sum) {
+    if (test_hook_) [[unlikely]]
+      test_hook_("all_reduce");
     do_all_reduce(data.data(), comm_type_of<T>(), data.size(), op);
   }
   // in has size()·out.size() elements; rank r receives the reduced block r.
   template <typename T>
   void reduce_scatter(std::span<const T> in, std::span<T> out) {
     check_blocks("reduce_scatter", in.size(), out.size());
+    if (test_hook_) [[unlikely]]
+      test_hook_("reduce_scatter");
     do_reduce_scatter(in.data(), out.data(), comm_type_of<T>(), out.size());
   }
   // out has size()·in.size() elements; block r is rank r's input.
   template <typename T>
   void all_gather(std::span<const T> in, std::span<T> out) {
     check_blocks("all_gather", out.size(), in.size());
+    if (test_hook_) [[unlikely]]
+      test_hook_("all_gather");
     do_all_gather(in.data(), out.data(), comm_type_of<T>(), in.size());
   }
   template <typename T>
   void broadcast(std::span<T> data, int root) {
+    if (test_hook_) [[unlikely]]
+      test_hook_("broadcast");
     do_broadcast(data.data(), comm_type_of<T>(), data.size(), root);
   }
   virtual void barrier() = 0;
 
   const CommCounters& counters() const { return counters_; }
+  // Test seam: called (on the calling thread) before every collective; lets a test delay a
+  // collective until the compute thread has made progress, which proves overlap.
+  void set_test_hook(std::function<void(std::string_view op)> hook) { test_hook_ = std::move(hook); }
   void reset_counters() { counters_ = {}; }
 
  protected:
@@ -98,6 +110,7 @@ class Communicator {
  private:
   void check_blocks(const char* op, size_t whole, size_t block) const;
   CommCounters counters_;
+  std::function<void(std::string_view)> test_hook_;
 };
 
 }  // namespace strata

@@ -26,6 +26,16 @@ int64_t parse_int(const std::string& s, const std::string& option) {
   return v;
 }
 
+int64_t parse_count(const std::string& s, const std::string& option) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  STRATA_CHECK(
+      !s.empty() && end && *end == 0 && errno == 0 && std::isfinite(v) && v >= 0 && v == std::floor(v) && v < 9.2e18,
+      option + ": '" + s + "' is not a whole, non-negative count", "give a count such as 500000000 or 5e8");
+  return int64_t(v);
+}
+
 size_t parse_bytes(const std::string& s, const std::string& option) {
   char* end = nullptr;
   errno = 0;

@@ -9,5 +9,7 @@ namespace strata {
 size_t parse_bytes(const std::string& s, const std::string& option);
 double parse_double(const std::string& s, const std::string& option);
 int64_t parse_int(const std::string& s, const std::string& option);
+// A non-negative whole count that may be written in scientific notation: "500000000", "5e8".
+int64_t parse_count(const std::string& s, const std::string& option);
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -16,6 +17,7 @@
 #include "io/token_file.h"
 #include "model/gpt2.h"
 #include "train/data_loader.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "zero/partition.h"
@@ -45,8 +47,7 @@ static void validate(const TrainOptions& o) {
   need(o.warmup >= 0, "--warmup must not be negative", "e.g. --warmup 20");
   need(o.log_every > 0, "--log-every must be positive", "e.g. --log-every 10");
   need(o.grad_clip >= 0, "--grad-clip must not be negative", "0 disables clipping");
-  need(o.precision == DType::f32 || o.precision == DType::bf16,
-       "--precision " + std::string(dtype_name(o.precision)) + " is not supported for training", "use f32 or bf16");
+  need(o.loss_scale >= 0, "--loss-scale must not be negative", "0 selects dynamic loss scaling");
 }
 
 static std::string format_duration(double s) {
@@ -78,16 +79,24 @@ TrainResult train(const TrainOptions& opts) {
   STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
                "use --adam-isa auto");
   // The ZeRO engine decides what the model allocates itself; the optimizer runs inside it.
+  zero::ZeroOptions zo;
+  zo.stage = opts.zero_stage;
+  zo.sub_group_size = opts.sub_group_size;
+  zo.reduce_bucket_size = opts.reduce_bucket_size;
+  zo.allgather_bucket_size = opts.allgather_bucket_size;
+  zo.prefetch_depth = opts.prefetch_depth;
+  zo.param_persistence_threshold = opts.param_persistence_threshold;
+  zo.max_live_params = opts.max_live_params;
+  zo.overlap_comm = opts.overlap_comm;
   zero::ZeroEngine engine(
-      backend, opts.comm, opts.zero_stage, opts.sub_group_size,
+      backend, opts.comm, zo,
       {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, opts.threads, 1 << 16}});
+  // The model's gradients always come from the engine (in the gradient dtype it keeps).
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
-             {engine.model_owns_params(), engine.model_owns_grads(), engine.model_owns_master(opts.precision)},
-             engine.hooks());
+             {engine.model_owns_params(), false, engine.model_owns_master(opts.precision)}, engine.hooks());
   if (model.owns_master()) model.init_weights(opts.seed);
   zero::ModelBuffers buffers;
   buffers.master = model.owns_master() ? model.master_flat().as<float>() : nullptr;
-  buffers.grads = model.owns_grads() ? model.grad_flat().as<float>() : nullptr;
   buffers.compute = model.owns_params() ? model.compute_flat().data : nullptr;
   buffers.compute_dtype = opts.precision;
   for (size_t i = 0; i < model.param_specs().size(); ++i) {
@@ -118,8 +127,7 @@ TrainResult train(const TrainOptions& opts) {
                  tokens_per_step);
 
   // Per-rank model-state bytes by kind, as allocated (rank 0 logs every rank's).
-  const int64_t mine[4] = {int64_t(model.param_bytes() + engine.param_shard_bytes()),
-                           int64_t(model.grad_bytes() + engine.grad_shard_bytes()),
+  const int64_t mine[4] = {int64_t(model.param_bytes() + engine.param_bytes()), int64_t(engine.grad_bytes()),
                            int64_t(engine.optimizer_state_bytes()), int64_t(engine.comm_buffer_bytes())};
   std::vector<int64_t> mem(size_t(4 * world));
   if (world > 1)
@@ -143,10 +151,14 @@ TrainResult train(const TrainOptions& opts) {
   result.steps.reserve(size_t(opts.steps));  // no host allocation inside the step either
   size_t allocations_after_first = 0;
   double smoothed_tps = 0;
+  const bool fp16 = opts.precision == DType::f16;
+  LossScaler scaler({fp16, opts.loss_scale == 0, opts.loss_scale, opts.initial_scale_power, opts.loss_scale_window,
+                     opts.hysteresis, opts.min_loss_scale});
+  int64_t applied = 0;  // optimizer updates so far (overflowed fp16 steps apply none)
   for (int64_t step = 0; step < opts.steps; ++step) {
     const auto t0 = clock::now();
-    model.zero_grad();
     engine.begin_step();
+    const double scale = scaler.scale();
     double loss = 0;
     for (int micro = 0; micro < opts.grad_accum; ++micro) {
       // This rank's slice of the step's global batch (the same samples for any world size).
@@ -154,26 +166,34 @@ TrainResult train(const TrainOptions& opts) {
                   inputs, targets);
       model.forward(inputs);
       // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
-      loss += model.backward(targets, 1.0f / float(opts.grad_accum * world)) / opts.grad_accum;
+      loss += model.backward(targets, float(scale / double(opts.grad_accum * world))) / opts.grad_accum;
     }
-    if (world > 1) {
-      opts.comm->all_reduce(std::span<double>(&loss, 1));
-      loss /= world;
+    // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
+    const zero::ReducedStep red = engine.reduce_gradients(loss / world);
+    loss = red.loss;
+    const double lr = sched.at(applied);
+    double norm = red.grad_norm / scale;
+    bool skipped = false;
+    if (red.overflow && fp16) {  // skip the update, lower the scale (every rank agrees)
+      engine.skip_step();
+      skipped = true;
+      norm = std::numeric_limits<double>::infinity();
+    } else {
+      STRATA_CHECK(std::isfinite(loss) && !red.overflow,
+                   "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
+                       std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
+                   "lower --lr, keep --grad-clip on, or try --precision f32");
+      const double clip = opts.grad_clip > 0 && norm > opts.grad_clip ? opts.grad_clip / norm : 1.0;
+      // One fused pass: AdamW on what this rank owns (and, in 16-bit runs, the compute copy),
+      // with the gradients unscaled and clipped by one factor.
+      engine.step(float(lr), float(clip / scale), ++applied);
     }
-    const double norm = engine.reduce_gradients();
-    STRATA_CHECK(std::isfinite(loss) && std::isfinite(norm),
-                 "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
-                     std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
-                 "lower --lr, keep --grad-clip on, or try --precision f32");
-    const float clip_scale = opts.grad_clip > 0 && norm > opts.grad_clip ? float(opts.grad_clip / norm) : 1.0f;
-    const double lr = sched.at(step);
-    // One fused pass: AdamW on what this rank owns (and, in bf16 runs, the bf16 copy).
-    engine.step(float(lr), clip_scale, step + 1);
+    scaler.update(red.overflow && fp16);
     const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
     if (step == 0) allocations_after_first = backend.budget().allocation_count();
     const double tps = tokens_per_step / step_s;
     smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
-    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3});
+    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped});
     const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
     ++steps_since_log;
     if (log_now) {
@@ -185,21 +205,24 @@ TrainResult train(const TrainOptions& opts) {
       else
         comm_bytes[0] = sent;
       comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0, steps_since_log = 0;
-      if (metrics)
-        metrics->write({{"step", step + 1},
-                        {"loss", loss},
-                        {"lr", lr},
-                        {"grad_norm", norm},
-                        {"tokens_per_s", tps},
-                        {"step_ms", step_s * 1e3},
-                        {"device_bytes", backend.budget().used()},
-                        {"ranks", world},
-                        {"zero_stage", opts.zero_stage},
-                        {"param_bytes", param_bytes},
-                        {"grad_bytes", grad_bytes},
-                        {"optim_bytes", optim_bytes},
-                        {"comm_buffer_bytes", comm_buffers},
-                        {"comm_bytes", comm_bytes}});
+      if (metrics) {
+        nlohmann::json line = {{"step", step + 1},
+                               {"loss", loss},
+                               {"lr", lr},
+                               {"grad_norm", norm},
+                               {"tokens_per_s", tps},
+                               {"step_ms", step_s * 1e3},
+                               {"device_bytes", backend.budget().used()},
+                               {"ranks", world},
+                               {"zero_stage", opts.zero_stage},
+                               {"param_bytes", param_bytes},
+                               {"grad_bytes", grad_bytes},
+                               {"optim_bytes", optim_bytes},
+                               {"comm_buffer_bytes", comm_buffers},
+                               {"comm_bytes", comm_bytes}};
+        if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
+        metrics->write(line);
+      }
     }
     if (!quiet && (tty || log_now)) {
       const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
@@ -211,6 +234,9 @@ TrainResult train(const TrainOptions& opts) {
   result.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
   result.device_high_water = backend.budget().high_water();
   result.steady_state_allocations = backend.budget().allocation_count() - allocations_after_first;
+  result.gathers_on_demand = engine.stats().gathers_on_demand;
+  result.gathers_prefetched = engine.stats().gathers_prefetched;
+  result.live_param_high_water = engine.stats().live_param_high_water;
   if (opts.keep_final_params) {
     result.final_params.resize(size_t(model.num_params()));
     engine.gather_full_params(result.final_params);

@@ -1,5 +1,6 @@
-// The single-rank training loop: data -> forward/backward over micro-batches -> clip ->
-// AdamW -> schedule, with a live progress line and OUT/metrics.jsonl.
+// The training loop: data -> forward/backward over micro-batches -> the ZeRO engine's
+// reduction -> loss-scale check -> clip -> AdamW -> schedule, with a live progress line and
+// OUT/metrics.jsonl.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -38,7 +39,19 @@ struct TrainOptions {
   // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.
   int zero_stage = 0;
   int64_t sub_group_size = 1000000000;  // elements per partitioned sub-group
+  int64_t reduce_bucket_size = 500000000;
+  int64_t allgather_bucket_size = 500000000;
+  int prefetch_depth = 2;
+  int64_t param_persistence_threshold = 100000;
+  int64_t max_live_params = 0;
+  bool overlap_comm = true;
   Communicator* comm = nullptr;
+  // fp16 loss scaling (--precision f16): loss_scale 0 = dynamic.
+  double loss_scale = 0;
+  int initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int hysteresis = 2;
+  double min_loss_scale = 1;
   double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
@@ -46,6 +59,8 @@ struct TrainOptions {
 struct StepRecord {
   int64_t step;  // 1-based
   double loss, lr, grad_norm, tokens_per_s, step_ms;
+  double loss_scale = 1;  // the scale this step's backward used (fp16)
+  bool skipped = false;   // overflow: no update (fp16)
 };
 
 struct TrainResult {
@@ -59,6 +74,8 @@ struct TrainResult {
   // model holds, or the engine's compute shard), gradients (full or shard), optimizer
   // states (m, v and the engine's master shard).
   size_t param_bytes = 0, grad_bytes = 0, optim_bytes = 0;
+  int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers over the run
+  size_t live_param_high_water = 0;                       // stage 3: bytes of gathered parameters
 };
 
 // Resolves a default resource path (configs/..., data/...) against the working directory,

@@ -10,7 +10,7 @@ AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config)
   cpu::first_touch_zero(v_.as<float>(), num_params, cfg_.kernel);
 }
 
-bool AdamW::step(float* params, const float* grads, void* compute_out, DType compute_dtype,
+bool AdamW::step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
                  std::span<const Group> groups, float lr, float grad_scale, int64_t t) {
   bool nonfinite = false;
   const size_t out_esz = dtype_size(compute_dtype);
@@ -19,8 +19,8 @@ bool AdamW::step(float* params, const float* grads, void* compute_out, DType com
     ts.param = params + g.offset;
     ts.m = m_.as<float>() + g.offset;
     ts.v = v_.as<float>() + g.offset;
-    ts.grad = grads + g.offset;
-    ts.grad_dtype = DType::f32;
+    ts.grad = static_cast<const char*>(grads) + size_t(g.offset) * dtype_size(grad_dtype);
+    ts.grad_dtype = grad_dtype;
     ts.param_out = compute_out ? static_cast<char*>(compute_out) + size_t(g.offset) * out_esz : nullptr;
     ts.out_dtype = compute_dtype;
     ts.n = g.count;

@@ -28,8 +28,9 @@ class AdamW {
   // parameters are also written there in compute_dtype (bf16/f16) in the same pass.
   // grad_scale multiplies every gradient first (clipping). t counts steps from 1.
   // Returns true if any gradient was non-finite.
-  bool step(float* params, const float* grads, void* compute_out, DType compute_dtype, std::span<const Group> groups,
-            float lr, float grad_scale, int64_t t);
+  // Gradients are f32, bf16 or f16 (grad_dtype), widened in registers by the kernel.
+  bool step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
+            std::span<const Group> groups, float lr, float grad_scale, int64_t t);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
 
  private:

@@ -7,7 +7,7 @@
 namespace strata::zero {
 
 PartitionLayout::PartitionLayout(std::vector<ParamSpan> params, int world, int64_t sub_group_size, int64_t align)
-    : params_(std::move(params)), world_(world) {
+    : params_(std::move(params)), world_(world), align_(align) {
   STRATA_CHECK(world >= 1, "partition over " + std::to_string(world) + " ranks", "the world size must be positive");
   STRATA_CHECK(sub_group_size >= 1, "sub-group size " + std::to_string(sub_group_size),
                "--sub-group-size must be positive");
@@ -21,31 +21,33 @@ PartitionLayout::PartitionLayout(std::vector<ParamSpan> params, int world, int64
   }
   model_elements_ = expect;
   const int64_t quantum = int64_t(world) * align;
-  auto close = [&](int unit, int64_t begin, int64_t count) {
+  auto close = [&](int unit, bool persistent, int64_t begin, int64_t count) {
     if (count == 0) return;
-    SubGroup g{unit, begin, count, (count + quantum - 1) / quantum * quantum, 0, padded_total_};
+    SubGroup g{unit, persistent, begin, count, (count + quantum - 1) / quantum * quantum, 0, padded_total_};
     g.shard = g.padded / world;
     shard_offsets_.push_back(padded_total_ / world);
     padded_total_ += g.padded;
     groups_.push_back(g);
   };
   int open_unit = params_.empty() ? 0 : params_.front().unit;
+  bool open_persistent = params_.empty() ? false : params_.front().persistent;
   int64_t open_begin = 0, open_count = 0;
   for (const ParamSpan& p : params_) {
-    if (p.unit != open_unit || (open_count > 0 && open_count + p.count > sub_group_size)) {
-      close(open_unit, open_begin, open_count);
-      open_unit = p.unit, open_begin = p.offset, open_count = 0;
+    if (p.unit != open_unit || p.persistent != open_persistent ||
+        (open_count > 0 && open_count + p.count > sub_group_size)) {
+      close(open_unit, open_persistent, open_begin, open_count);
+      open_unit = p.unit, open_persistent = p.persistent, open_begin = p.offset, open_count = 0;
     }
     int64_t rest = p.count, at = p.offset;
     while (open_count + rest > sub_group_size) {  // a parameter too big for one sub-group
       const int64_t take = sub_group_size - open_count;
       open_count += take, at += take, rest -= take;
-      close(open_unit, open_begin, open_count);
+      close(open_unit, open_persistent, open_begin, open_count);
       open_begin = at, open_count = 0;
     }
     open_count += rest;
   }
-  close(open_unit, open_begin, open_count);
+  close(open_unit, open_persistent, open_begin, open_count);
 }
 
 int64_t PartitionLayout::slice_begin(int g, int rank) const {

@@ -3,7 +3,8 @@
 //
 // Sub-groups are built by walking the parameters in flat order, packing whole parameters
 // up to `sub_group_size` elements without crossing a unit boundary (a unit is what stage 3
-// gathers at once: the embeddings, one transformer layer, the final norm); a parameter
+// gathers at once: the embeddings, one transformer layer, the final norm) or mixing
+// persistent and partitioned-at-stage-3 parameters; a parameter
 // larger than `sub_group_size` is cut into several sub-groups. Each sub-group of n elements
 // is padded to P = ceil(n / (N·align))·N·align, so rank r owns [r·P/N, (r+1)·P/N) of it.
 // The engine (S3) stores sub-groups back to back in that padded space.
@@ -19,10 +20,12 @@ struct ParamSpan {
   int unit;        // gather unit this parameter belongs to
   int64_t offset;  // first element in the model's flat (unpadded) space
   int64_t count;
+  bool persistent = false;  // stage 3 keeps it whole on every rank (below the persistence threshold)
 };
 
 struct SubGroup {
   int unit;
+  bool persistent;     // holds only persistent parameters (sub-groups never mix the two)
   int64_t flat_begin;  // model-flat elements [flat_begin, flat_begin + count)
   int64_t count;
   int64_t padded;          // count rounded up to a multiple of world·align
@@ -42,6 +45,7 @@ class PartitionLayout {
   PartitionLayout(std::vector<ParamSpan> params, int world, int64_t sub_group_size, int64_t align = 16);
 
   int world() const { return world_; }
+  int64_t align() const { return align_; }
   const std::vector<SubGroup>& sub_groups() const { return groups_; }
   const std::vector<ParamSpan>& params() const { return params_; }
   int64_t model_elements() const { return model_elements_; }
@@ -61,6 +65,7 @@ class PartitionLayout {
   std::vector<SubGroup> groups_;
   std::vector<int64_t> shard_offsets_;
   int world_;
+  int64_t align_;
   int64_t model_elements_ = 0, padded_total_ = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "cpu/convert.h"
 
 namespace strata::zero {
 
@@ -13,110 +14,387 @@ StagePolicy StagePolicy::for_stage(int stage) {
   return {stage >= 1, stage >= 2, stage >= 3};
 }
 
-ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, int stage, int64_t sub_group_size, AdamWConfig adam)
+ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam)
     : be_(backend),
       comm_(comm),
-      stage_(stage),
+      opts_(options),
       rank_(comm ? comm->rank() : 0),
       world_(comm ? comm->size() : 1),
-      sub_group_size_(sub_group_size),
-      policy_(StagePolicy::for_stage(stage)),
-      adam_cfg_(adam) {}
+      policy_(StagePolicy::for_stage(options.stage)),
+      adam_cfg_(adam) {
+  STRATA_CHECK(opts_.reduce_bucket_size > 0, "--reduce-bucket-size " + std::to_string(opts_.reduce_bucket_size),
+               "must be a positive number of elements");
+  STRATA_CHECK(opts_.allgather_bucket_size > 0,
+               "--allgather-bucket-size " + std::to_string(opts_.allgather_bucket_size),
+               "must be a positive number of elements");
+  STRATA_CHECK(opts_.prefetch_depth >= 0, "--prefetch-depth " + std::to_string(opts_.prefetch_depth),
+               "must be 0 or more units");
+  STRATA_CHECK(opts_.param_persistence_threshold >= 0,
+               "--param-persistence-threshold " + std::to_string(opts_.param_persistence_threshold),
+               "must be 0 or more elements");
+  STRATA_CHECK(opts_.max_live_params >= 0, "--max-live-params " + std::to_string(opts_.max_live_params),
+               "must be 0 (automatic) or a number of elements");
+  if (opts_.overlap_comm) stream_ = be_.make_stream("zero:comm");
+}
+
+ZeroEngine::~ZeroEngine() {
+  // Queued work refers to this engine: let it finish (errors were reported already).
+  if (stream_) try {
+      stream_->synchronize();
+    } catch (...) {
+    }
+}
+
+template <typename F>
+void ZeroEngine::submit(F&& work) {
+  if (stream_)
+    stream_->launch_host(std::forward<F>(work));
+  else
+    work();
+}
+
+void ZeroEngine::drain() {
+  if (stream_) stream_->synchronize();
+}
 
 void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   model_ = &model;
   buf_ = std::move(buffers);
   STRATA_CHECK(buf_.weight_decay.size() == buf_.params.size(), "ZeroEngine: one weight-decay flag per parameter",
                "this is a bug in the caller");
-  STRATA_CHECK(policy_.optimizer_states || buf_.master,
-               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's parameters",
+  STRATA_CHECK(policy_.parameters || buf_.master || buf_.compute,
+               "ZeroEngine: stage " + std::to_string(opts_.stage) + " needs the model's parameters",
                "this is a bug in the caller");
-  STRATA_CHECK(policy_.gradients || buf_.grads,
-               "ZeroEngine: stage " + std::to_string(stage_) + " needs the model's gradients",
+  STRATA_CHECK(policy_.optimizer_states || buf_.master, "ZeroEngine: stage 0 needs the model's f32 master parameters",
                "this is a bug in the caller");
-  layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, sub_group_size_);
+  grad_dtype_ = buf_.compute_dtype;
+  const size_t gsz = dtype_size(grad_dtype_), esz = dtype_size(buf_.compute_dtype);
+  // Persistence only matters where parameters are partitioned; elsewhere it would only cut
+  // sub-groups smaller.
+  for (ParamSpan& p : buf_.params) p.persistent = policy_.parameters && p.count < opts_.param_persistence_threshold;
+  layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, opts_.sub_group_size);
   const PartitionLayout& lay = *layout_;
+  const int units = model.num_units();
+  unit_groups_.assign(size_t(units), {});
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g) unit_groups_[size_t(lay.sub_groups()[g].unit)].push_back(int(g));
+  const size_t n = size_t(lay.model_elements()), shard = size_t(lay.shard_elements());
+
   adam_ =
       std::make_unique<AdamW>(be_, policy_.optimizer_states ? lay.shard_elements() : lay.model_elements(), adam_cfg_);
   if (!policy_.optimizer_states) {
     for (size_t i = 0; i < buf_.params.size(); ++i)
       groups_.push_back({buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i])});
-    return;
-  }
-  for (const OwnedPiece& piece : lay.owned_pieces(rank_))
-    groups_.push_back({piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)])});
-  unit_groups_.assign(size_t(model.num_units()), {});
-  for (size_t g = 0; g < lay.sub_groups().size(); ++g) unit_groups_[size_t(lay.sub_groups()[g].unit)].push_back(int(g));
-
-  // This rank's shards. Padding is zero and stays zero under AdamW.
-  const size_t shard = size_t(lay.shard_elements()), padded = size_t(lay.padded_elements());
-  const size_t esz = dtype_size(buf_.compute_dtype);
-  const bool low_precision = buf_.compute_dtype != DType::f32;
-  shard_grads_ = be_.allocate(shard * 4, "zero:grad_shard");
-  shard_master_ = be_.allocate(shard * 4, "zero:master_shard");
-  std::memset(shard_grads_.data(), 0, shard_grads_.bytes());
-  std::memset(shard_master_.data(), 0, shard_master_.bytes());
-  if (low_precision) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
-  int64_t max_unit = 0, max_other = 0, max_padded = 0;
-  for (int u = 0; u < model.num_units(); ++u) {
-    max_unit = std::max(max_unit, model.unit_count(u));
-    if (u > 0) max_other = std::max(max_other, model.unit_count(u));
-  }
-  for (const SubGroup& g : lay.sub_groups()) max_padded = std::max(max_padded, g.padded);
-  if (!policy_.gradients || !policy_.parameters) {
-    // Stages 1-2 gather the updated shards into the full parameters through one padded buffer.
-    padded_ = be_.allocate(padded * 4, "zero:padded_f32");
-    std::memset(padded_.data(), 0, padded_.bytes());
-    if (low_precision) {
-      padded_compute_ = be_.allocate(padded * esz, "zero:padded_compute");
-      std::memset(padded_compute_.data(), 0, padded_compute_.bytes());
-    }
-  }
-  if (policy_.gradients) {
-    staging_ = be_.allocate(size_t(max_padded) * std::max<size_t>(4, esz), "zero:staging");
-    staging_out_ = be_.allocate(size_t(max_padded) * 4, "zero:staging_out");
-    bucket_[0] = be_.allocate(size_t(model.unit_count(0)) * 4, "zero:grad_bucket_embeddings");
-    bucket_[1] = be_.allocate(size_t(std::max<int64_t>(max_other, 1)) * 4, "zero:grad_bucket");
-  }
-  if (policy_.parameters) {
-    gathered_[0] = be_.allocate(size_t(model.unit_count(0)) * esz, "zero:params_embeddings");
-    gathered_[1] = be_.allocate(size_t(std::max<int64_t>(max_other, 1)) * esz, "zero:params_unit");
-  }
-  // Initial master shard: from the model's full parameters, or unit by unit.
-  if (buf_.master) {
-    pack(buf_.master, padded_.as<float>());
-    for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-      std::memcpy(shard_master_.as<float>() + lay.shard_offset(int(g)),
-                  padded_.as<float>() + lay.slice_begin(int(g), rank_), size_t(lay.sub_groups()[g].shard) * 4);
   } else {
+    for (const OwnedPiece& piece : lay.owned_pieces(rank_))
+      groups_.push_back({piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)])});
+  }
+
+  // Gradients.
+  if (!policy_.gradients) {
+    grads_full_ = be_.allocate(n * gsz, "grads:full");
+    std::memset(grads_full_.data(), 0, grads_full_.bytes());
+    direct_grads_ = grad_dtype_ == DType::f32;
+  }
+  if (policy_.optimizer_states) {
+    shard_grads_ = be_.allocate(shard * gsz, "zero:grad_shard");
+    shard_master_ = be_.allocate(shard * 4, "zero:master_shard");
+    std::memset(shard_grads_.data(), 0, shard_grads_.bytes());
+    std::memset(shard_master_.data(), 0, shard_master_.bytes());
+    if (low_precision()) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
+  }
+  // Buckets: the reduce plan (all stages but 0, whose all-reduce is chunked by the same size)
+  // and the all-gather plan (stages 1-2). Two slots, so one bucket can be filled while
+  // another waits for its last pieces.
+  rs_plan_ = BucketPlan(lay, opts_.reduce_bucket_size);
+  ag_plan_ = BucketPlan(lay, opts_.allgather_bucket_size);
+  const int64_t N = world_;
+  int64_t slot = 0;
+  if (!policy_.optimizer_states) {
+    if (distributed()) slot = std::min<int64_t>(int64_t(n), std::max<int64_t>(opts_.reduce_bucket_size, 1));
+    if (!low_precision()) slot = 0;  // f32 all-reduces in place
+  } else {
+    slot = N * rs_plan_.max_width();
+    if (!policy_.parameters) slot = std::max<int64_t>(slot, (N * ag_plan_.max_width() * int64_t(esz) + 3) / 4);
+    bucket_out_ = be_.allocate(size_t(rs_plan_.max_width()) * 4, "zero:bucket_out");
+  }
+  slot_elems_ = slot;
+  // A second slot only matters when one bucket can be waiting for pieces while another
+  // fills: never with a single bucket.
+  const int slots = policy_.optimizer_states && rs_plan_.buckets().size() > 1 ? 2 : 1;
+  num_slots_ = slots;
+  if (slot > 0) bucket_mem_ = be_.allocate(size_t(slots) * size_t(slot) * 4, "zero:buckets");
+  remaining_.assign(rs_plan_.buckets().size(), 0);
+  rounds_.assign(rs_plan_.buckets().size(), 0);
+  for (size_t k = 0; k < remaining_.size(); ++k) remaining_[k] = N * rs_plan_.buckets()[k].width();
+
+  // Per-unit gradient scratch (f32) for whatever the model cannot write in place: the
+  // embeddings (open through the whole backward) plus two more units in flight.
+  std::vector<int64_t> sizes;
+  int64_t max_unit = 0;
+  for (int u = 0; u < units; ++u)
+    sizes.push_back(model.unit_count(u)), max_unit = std::max(max_unit, model.unit_count(u));
+  std::sort(sizes.rbegin(), sizes.rend());
+  opens_.assign(size_t(units), 0);
+  grad_block_.assign(size_t(units), -1);
+  for (int u = 0; u < units; ++u) grad_done_.push_back(be_.make_event());
+  if (!direct_grads_) {
+    size_t cap = 0;
+    for (size_t i = 0; i < std::min<size_t>(3, sizes.size()); ++i) cap += (size_t(sizes[i]) * 4 + 63) / 64 * 64;
+    grad_scratch_mem_ = be_.allocate(cap, "zero:grad_scratch");
+    grad_arena_.reset(cap, size_t(units) + 1);
+  }
+
+  // Stage 3: persistent parameters and the gather arena.
+  resident_.assign(size_t(units), {});
+  access_.reset(units);
+  if (policy_.parameters) {
+    persistent_offset_.assign(lay.sub_groups().size(), -1);
+    int64_t persist = 0;
+    for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+      if (lay.sub_groups()[g].persistent) persistent_offset_[g] = persist, persist += lay.sub_groups()[g].padded;
+    if (persist > 0) persistent_ = be_.allocate(size_t(persist) * esz, "zero:persistent_params");
+    slack_elems_ = size_t(N * lay.align());
+    size_t cap = 0;
+    if (opts_.max_live_params > 0) {
+      cap = size_t(opts_.max_live_params) * esz;
+    } else {
+      for (size_t i = 0; i < std::min<size_t>(size_t(opts_.prefetch_depth) + 2, sizes.size()); ++i)
+        cap += ((size_t(sizes[i]) + slack_elems_) * esz + 63) / 64 * 64;
+    }
+    const size_t need = ((size_t(max_unit) + slack_elems_) * esz + 63) / 64 * 64;
+    STRATA_CHECK(cap >= need,
+                 "--max-live-params " + std::to_string(opts_.max_live_params) + " cannot hold the largest unit (" +
+                     std::to_string(max_unit) + " parameters plus " + std::to_string(slack_elems_) + " of padding)",
+                 "raise --max-live-params to at least " + std::to_string(max_unit + int64_t(slack_elems_)) +
+                     ", or 0 to size it from --prefetch-depth");
+    gathered_mem_ = be_.allocate(cap, "zero:gathered_params");
+    gather_arena_.reset(cap, size_t(units) + 1);
+    for (int u = 0; u < units; ++u) gathered_.push_back(be_.make_event());
+  }
+
+  // Initial master shard: from the model's full parameters, or unit by unit.
+  if (policy_.optimizer_states) {
     std::vector<float> unit(static_cast<size_t>(max_unit));  // one unit at a time, never the whole model
-    for (int u = 0; u < model.num_units(); ++u) {
-      model.init_unit(u, seed, unit.data());
+    for (int u = 0; u < units; ++u) {
+      const float* src = buf_.master ? buf_.master + model.unit_begin(u) : unit.data();
+      if (!buf_.master) model.init_unit(u, seed, unit.data());
       for (int gi : unit_groups_[size_t(u)]) {
         const SubGroup& g = lay.sub_groups()[size_t(gi)];
         const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard),
                       hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
         if (hi > lo)
-          std::memcpy(shard_master_.as<float>() + lay.shard_offset(gi),
-                      unit.data() + (g.flat_begin - model.unit_begin(u)) + lo, size_t(hi - lo) * 4);
+          std::memcpy(shard_master_.as<float>() + lay.shard_offset(gi), src + (g.flat_begin - model.unit_begin(u)) + lo,
+                      size_t(hi - lo) * 4);
       }
     }
+    if (low_precision())
+      be_.cast({shard_compute_.data(), buf_.compute_dtype, {int64_t(shard)}, Tier::device},
+               {shard_master_.data(), DType::f32, {int64_t(shard)}, Tier::device});
+    if (!policy_.parameters && !buf_.master) publish_params();  // fill the model's 16-bit copy
+    if (policy_.parameters) {
+      publish_persistent();
+      drain();
+    }
   }
-  if (low_precision)
-    be_.cast({shard_compute_.data(), buf_.compute_dtype, {int64_t(shard)}, Tier::device},
-             {shard_master_.data(), DType::f32, {int64_t(shard)}, Tier::device});
-  if (!buf_.master && !policy_.parameters) publish_params();  // fill the model's bf16 copy
 }
 
-void ZeroEngine::pack(const float* full, float* padded) const {
-  for (const SubGroup& g : layout_->sub_groups())
-    std::memcpy(padded + g.storage_offset, full + g.flat_begin, size_t(g.count) * 4);
+// ---------------------------------------------------------------- gradients
+
+float* ZeroEngine::bucket_slot(int bucket) {
+  for (int s = 0; s < num_slots_; ++s)
+    if (slot_bucket_[s] == bucket) return bucket_mem_.as<float>() + s * slot_elems_;
+  for (int s = 0; s < num_slots_; ++s)
+    if (slot_bucket_[s] < 0) {
+      slot_bucket_[s] = bucket;
+      return bucket_mem_.as<float>() + s * slot_elems_;
+    }
+  throw_error("gradient buckets completed out of order: a bucket was started while every slot held an incomplete one",
+              "raise --reduce-bucket-size (the model's backward does not produce units in layout order)");
 }
 
-template <typename T>
-void ZeroEngine::unpack(const T* padded, T* full) const {
-  for (const SubGroup& g : layout_->sub_groups())
-    std::memcpy(full + g.flat_begin, padded + g.storage_offset, size_t(g.count) * sizeof(T));
+void ZeroEngine::begin_step() {
+  if (direct_grads_) std::memset(grads_full_.data(), 0, grads_full_.bytes());
+  std::fill(opens_.begin(), opens_.end(), 0);
+  std::fill(rounds_.begin(), rounds_.end(), 0);
+  access_.begin_step();
+  current_unit_ = pending_release_ = -1;
+}
+
+void ZeroEngine::open_grads(int unit) {
+  ++opens_[size_t(unit)];
+  if (direct_grads_) {  // f32, stages 0-1: accumulate straight into the full gradients
+    model_->set_unit_grads(unit, grads_full_.as<float>() + model_->unit_begin(unit));
+    return;
+  }
+  const size_t bytes = size_t(model_->unit_count(unit)) * 4;
+  int64_t off;
+  while ((off = grad_arena_.allocate(bytes)) < 0)
+    STRATA_CHECK(grad_arena_.reclaim_oldest(),
+                 "gradient scratch of " + std::to_string(grad_arena_.capacity()) + " bytes cannot hold unit " +
+                     std::to_string(unit) + " (" + std::to_string(bytes) +
+                     " bytes) with the units still open: " + grad_arena_.describe(),
+                 "this is a bug in the engine's plan");
+  grad_block_[size_t(unit)] = off;
+  float* scratch = reinterpret_cast<float*>(static_cast<char*>(grad_scratch_mem_.data()) + off);
+  std::memset(scratch, 0, bytes);
+  model_->set_unit_grads(unit, scratch);
+}
+
+void ZeroEngine::close_grads(int unit) {
+  if (direct_grads_) return;
+  const int64_t off = grad_block_[size_t(unit)];
+  const bool first = opens_[size_t(unit)] == 1;
+  if (policy_.gradients)
+    submit([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
+      reduce_unit_work(int(key & 0xffff), int64_t(key >> 16));
+    });
+  else
+    submit([this, key = (uint64_t(off) << 17) | (uint64_t(first) << 16) | uint64_t(unit)] {
+      close_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
+    });
+  if (stream_) {
+    stream_->record(*grad_done_[size_t(unit)]);
+    grad_arena_.release_after(off, grad_done_[size_t(unit)].get());
+  } else {
+    grad_arena_.release(off);
+  }
+}
+
+void ZeroEngine::close_unit_work(int unit, int64_t scratch_offset, bool first) {
+  const float* scratch =
+      reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
+  char* dst = static_cast<char*>(grads_full_.data()) + size_t(model_->unit_begin(unit)) * dtype_size(grad_dtype_);
+  accumulate_into(dst, grad_dtype_, scratch, model_->unit_count(unit), !first);
+}
+
+void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset) {
+  const PartitionLayout& lay = *layout_;
+  const float* scratch =
+      reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
+  const auto& groups = unit_groups_[size_t(unit)];
+  for (auto it = groups.rbegin(); it != groups.rend(); ++it) {  // descending shard offsets, like the buckets
+    const SubGroup& g = lay.sub_groups()[size_t(*it)];
+    for (const BucketPlan::Ref& ref : rs_plan_.refs_of_group(*it)) {
+      const Bucket& b = rs_plan_.buckets()[size_t(ref.bucket)];
+      const BucketPiece& piece = b.pieces[size_t(ref.piece)];
+      pack_piece(lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
+                 bucket_slot(ref.bucket));
+      remaining_[size_t(ref.bucket)] -= int64_t(world_) * (piece.hi - piece.lo);
+      if (remaining_[size_t(ref.bucket)] == 0) reduce_bucket(ref.bucket);
+    }
+  }
+}
+
+void ZeroEngine::reduce_bucket(int k) {
+  const Bucket& b = rs_plan_.buckets()[size_t(k)];
+  float* in = bucket_slot(k);
+  const float* out = in;
+  if (distributed()) {
+    comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
+                          std::span<float>(bucket_out_.as<float>(), size_t(b.width())));
+    out = bucket_out_.as<float>();
+  }
+  char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
+  accumulate_into(shard, grad_dtype_, out, b.width(), rounds_[size_t(k)] > 0);
+  ++rounds_[size_t(k)];
+  ++stats_.buckets_reduced;
+  remaining_[size_t(k)] = int64_t(world_) * b.width();
+  for (int& s : slot_bucket_)
+    if (s == k) s = -1;
+}
+
+void ZeroEngine::reduce_stage0() {
+  if (!distributed()) return;
+  const int64_t n = layout_->model_elements();
+  if (!low_precision()) {
+    const int64_t chunk = std::max<int64_t>(1, opts_.reduce_bucket_size);
+    for (int64_t i = 0; i < n; i += chunk)
+      comm_->all_reduce(std::span<float>(grads_full_.as<float>() + i, size_t(std::min(chunk, n - i))));
+    return;
+  }
+  float* staging = bucket_mem_.as<float>();
+  char* g = static_cast<char*>(grads_full_.data());
+  const size_t gsz = dtype_size(grad_dtype_);
+  for (int64_t i = 0; i < n; i += slot_elems_) {
+    const int64_t len = std::min(slot_elems_, n - i);
+    cpu::convert_to_f32(staging, g + size_t(i) * gsz, grad_dtype_, size_t(len));
+    comm_->all_reduce(std::span<float>(staging, size_t(len)));
+    cpu::convert_from_f32(g + size_t(i) * gsz, grad_dtype_, staging, size_t(len));
+  }
+}
+
+void ZeroEngine::reduce_stage1() {
+  // The full gradients are complete: pack each bucket from them and reduce-scatter it.
+  const PartitionLayout& lay = *layout_;
+  const size_t gsz = dtype_size(grad_dtype_);
+  for (size_t k = 0; k < rs_plan_.buckets().size(); ++k) {
+    const Bucket& b = rs_plan_.buckets()[k];
+    float* slot = bucket_slot(int(k));
+    for (const BucketPiece& piece : b.pieces)
+      pack_piece(
+          lay, b, piece,
+          static_cast<const char*>(grads_full_.data()) + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * gsz,
+          grad_dtype_, slot);
+    reduce_bucket(int(k));
+  }
+}
+
+ReducedStep ZeroEngine::reduce_gradients(double loss_part) {
+  drain();  // every bucket reduced, every 16-bit close accumulated
+  for (size_t k = 0; k < remaining_.size(); ++k)
+    STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || rs_plan_.buckets()[k].width() == 0,
+                 "gradient bucket " + std::to_string(k) + " was never reduced this step",
+                 "the model did not close every unit's gradients; this is a bug in the model's hooks");
+  double sq = 0;
+  if (!policy_.optimizer_states) {
+    reduce_stage0();
+    // Every rank holds the same reduced gradients: each sums the squares of its 1/N.
+    const int64_t n = layout_->model_elements(), lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
+    sq = be_.sum_squares({static_cast<char*>(grads_full_.data()) + size_t(lo) * dtype_size(grad_dtype_),
+                          grad_dtype_,
+                          {hi - lo},
+                          Tier::device});
+  } else {
+    if (!policy_.gradients) reduce_stage1();
+    sq = be_.sum_squares({shard_grads_.data(), grad_dtype_, {layout_->shard_elements()}, Tier::device});
+  }
+  // One all-reduce agrees on the loss, the norm and overflow (a non-finite square sum).
+  double v[3] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0};
+  if (distributed()) comm_->all_reduce(std::span<double>(v, 3));
+  return {v[0], std::sqrt(v[1]), v[2] > 0 || !std::isfinite(v[1])};
+}
+
+// ---------------------------------------------------------------- optimizer and parameters
+
+bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
+  bool nonfinite;
+  if (!policy_.optimizer_states) {
+    nonfinite = adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
+                            buf_.compute_dtype, groups_, lr, grad_scale, t);
+  } else {
+    nonfinite =
+        adam_->step(shard_master_.as<float>(), shard_grads_.data(), grad_dtype_,
+                    low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
+  }
+  finish_step();
+  if (policy_.optimizer_states && !policy_.parameters) publish_params();
+  if (policy_.parameters) publish_persistent();
+  drain();
+  return nonfinite;
+}
+
+void ZeroEngine::skip_step() { finish_step(); }
+
+void ZeroEngine::finish_step() {
+  // Gathered parameters are stale after the update (and unneeded after a skipped one).
+  if (policy_.parameters) {
+    drain();
+    for (int u = 0; u < int(resident_.size()); ++u)
+      if (resident_[size_t(u)].offset >= 0) release_unit(u);
+    current_unit_ = pending_release_ = -1;
+    access_.end_step();
+    stats_.live_param_high_water = gather_arena_.high_water();
+  }
 }
 
 template <typename T>
@@ -128,118 +406,147 @@ void ZeroEngine::gather_group(const SubGroup& g, int64_t shard_off, const T* sha
     std::memcpy(padded_out, shard + shard_off, size_t(g.shard) * sizeof(T));
 }
 
-void ZeroEngine::begin_step() {
-  if (policy_.gradients) std::memset(shard_grads_.data(), 0, shard_grads_.bytes());
-}
-
-void ZeroEngine::open_grads(int unit) {
-  Buffer& b = bucket_[bucket_of(unit)];
-  std::memset(b.data(), 0, size_t(model_->unit_count(unit)) * 4);
-  model_->set_unit_grads(unit, b.as<float>());
-}
-
-void ZeroEngine::close_grads(int unit) {
+void ZeroEngine::publish_params() {
+  // Stages 1-2: every rank's full parameters become current, one all-gather bucket at a time.
   const PartitionLayout& lay = *layout_;
-  const float* bucket = bucket_[bucket_of(unit)].as<float>();
-  float* staging = staging_.as<float>();
-  float* out = staging_out_.as<float>();
-  for (int gi : unit_groups_[size_t(unit)]) {
-    const SubGroup& g = lay.sub_groups()[size_t(gi)];
-    std::memcpy(staging, bucket + (g.flat_begin - model_->unit_begin(unit)), size_t(g.count) * 4);
-    std::memset(staging + g.count, 0, size_t(g.padded - g.count) * 4);
-    if (distributed())
-      comm_->reduce_scatter(std::span<const float>(staging, size_t(g.padded)), std::span<float>(out, size_t(g.shard)));
-    else
-      std::memcpy(out, staging, size_t(g.shard) * 4);
-    float* acc = shard_grads_.as<float>() + lay.shard_offset(gi);  // accumulate over micro-batches
-    for (int64_t i = 0; i < g.shard; ++i) acc[i] += out[i];
+  const bool low = low_precision();
+  const size_t esz = low ? dtype_size(buf_.compute_dtype) : 4;
+  const char* shard = static_cast<const char*>(low ? shard_compute_.data() : shard_master_.data());
+  char* full = static_cast<char*>(low ? buf_.compute : static_cast<void*>(buf_.master));
+  char* slot = static_cast<char*>(bucket_mem_.data());
+  for (const Bucket& b : ag_plan_.buckets()) {
+    const size_t w = size_t(b.width());
+    if (distributed()) {
+      if (low)
+        comm_->all_gather(std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(shard) + b.lo, w),
+                          std::span<uint16_t>(reinterpret_cast<uint16_t*>(slot), w * size_t(world_)));
+      else
+        comm_->all_gather(std::span<const float>(reinterpret_cast<const float*>(shard) + b.lo, w),
+                          std::span<float>(reinterpret_cast<float*>(slot), w * size_t(world_)));
+    } else {
+      std::memcpy(slot, shard + size_t(b.lo) * esz, w * esz);
+    }
+    for (const BucketPiece& piece : b.pieces)
+      unpack_piece(lay, b, piece, slot, esz, full + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * esz);
   }
 }
 
-void ZeroEngine::acquire_params(int unit) {
-  const int b = bucket_of(unit);
-  if (!policy_.parameters || resident_[b] == unit) return;
+void ZeroEngine::publish_persistent() {
+  if (persistent_.bytes() == 0) return;
+  submit([this] {
+    const PartitionLayout& lay = *layout_;
+    for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
+      if (persistent_offset_[g] < 0) continue;
+      const SubGroup& s = lay.sub_groups()[g];
+      if (low_precision())
+        gather_group(s, lay.shard_offset(int(g)), static_cast<const uint16_t*>(shard_compute_.data()),
+                     persistent_.as<uint16_t>() + persistent_offset_[g]);
+      else
+        gather_group(s, lay.shard_offset(int(g)), shard_master_.as<float>(),
+                     persistent_.as<float>() + persistent_offset_[g]);
+    }
+  });
+}
+
+void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
+  // Sub-groups in ascending order straight into the unit's block: a sub-group's padding
+  // spills into the next one's place, which that sub-group then overwrites (the block has
+  // room for the last one's padding).
   const PartitionLayout& lay = *layout_;
-  const bool low = buf_.compute_dtype != DType::f32;
-  char* dst = static_cast<char*>(gathered_[b].data());
   const size_t esz = dtype_size(buf_.compute_dtype);
+  char* dst = static_cast<char*>(gathered_mem_.data()) + offset;
   for (int gi : unit_groups_[size_t(unit)]) {
     const SubGroup& g = lay.sub_groups()[size_t(gi)];
     char* at = dst + size_t(g.flat_begin - model_->unit_begin(unit)) * esz;
-    if (low) {
-      auto* st = staging_.as<uint16_t>();
-      gather_group(g, lay.shard_offset(gi), static_cast<const uint16_t*>(shard_compute_.data()), st);
-      std::memcpy(at, st, size_t(g.count) * esz);
+    if (g.persistent) {
+      std::memcpy(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
+                  size_t(g.count) * esz);
+    } else if (low_precision()) {
+      gather_group(g, lay.shard_offset(gi), static_cast<const uint16_t*>(shard_compute_.data()),
+                   reinterpret_cast<uint16_t*>(at));
     } else {
-      float* st = staging_.as<float>();
-      gather_group(g, lay.shard_offset(gi), shard_master_.as<float>(), st);
-      std::memcpy(at, st, size_t(g.count) * 4);
+      gather_group(g, lay.shard_offset(gi), shard_master_.as<float>(), reinterpret_cast<float*>(at));
     }
   }
-  resident_[b] = unit;
-  model_->set_unit_params(unit, dst);
 }
 
-double ZeroEngine::reduce_gradients() {
-  const PartitionLayout& lay = *layout_;
-  if (!policy_.optimizer_states) {
-    const int64_t n = lay.model_elements();
-    if (distributed()) comm_->all_reduce(std::span<float>(buf_.grads, size_t(n)));
-    return std::sqrt(be_.sum_squares({buf_.grads, DType::f32, {n}, Tier::device}));
+void ZeroEngine::release_unit(int unit) {
+  Resident& r = resident_[size_t(unit)];
+  gathered_[size_t(unit)]->synchronize();  // a prefetch may still be writing it
+  gather_arena_.release(r.offset);
+  r = {};
+}
+
+// Gathers `unit` (for `pass`) into a new block, evicting the most recently used unit not
+// in use when `evict` is set and nothing fits. Returns false if there was no room.
+bool ZeroEngine::gather_ahead(int unit, int pass, bool evict) {
+  const size_t bytes = (size_t(model_->unit_count(unit)) + slack_elems_) * dtype_size(buf_.compute_dtype);
+  int64_t off;
+  while ((off = gather_arena_.allocate(bytes)) < 0) {
+    if (!evict) return false;
+    int victim = -1;
+    for (int u = 0; u < int(resident_.size()); ++u)
+      if (resident_[size_t(u)].offset >= 0 && u != current_unit_ &&
+          (victim < 0 || resident_[size_t(u)].last_use > resident_[size_t(victim)].last_use))
+        victim = u;
+    STRATA_CHECK(victim >= 0,
+                 "stage 3: the gathered-parameter arena (" + std::to_string(gather_arena_.capacity()) +
+                     " bytes) cannot hold unit " + std::to_string(unit) + " (" + std::to_string(bytes) + " bytes)",
+                 "raise --max-live-params, or set it to 0 to size it from --prefetch-depth");
+    release_unit(victim);
   }
-  if (!policy_.gradients) {  // stage 1: reduce-scatter the full gradients now
-    float* padded = padded_.as<float>();
-    pack(buf_.grads, padded);
-    for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
-      const SubGroup& s = lay.sub_groups()[g];
-      float* out = shard_grads_.as<float>() + lay.shard_offset(int(g));
-      if (distributed())
-        comm_->reduce_scatter(std::span<const float>(padded + s.storage_offset, size_t(s.padded)),
-                              std::span<float>(out, size_t(s.shard)));
-      else
-        std::memcpy(out, padded + s.storage_offset, size_t(s.shard) * 4);
+  resident_[size_t(unit)] = {off, pass, 0};
+  submit([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
+    gather_unit_work(int(key & 0xffff), int64_t(key >> 16));
+  });
+  if (stream_) stream_->record(*gathered_[size_t(unit)]);
+  return true;
+}
+
+void ZeroEngine::begin_pass() {
+  access_.begin_pass();
+  if (!policy_.parameters) return;
+  // Each pass gathers what it uses (the paper's 3Ψ): units of earlier passes go now;
+  // units prefetched for this pass stay.
+  for (int u = 0; u < int(resident_.size()); ++u)
+    if (resident_[size_t(u)].offset >= 0 && resident_[size_t(u)].pass < access_.pass()) release_unit(u);
+  current_unit_ = pending_release_ = -1;
+}
+
+void ZeroEngine::acquire_params(int unit) {
+  if (!policy_.parameters) return;
+  const int64_t pos = access_.use(unit);
+  const int pass = access_.pass();
+  if (pending_release_ >= 0 && pending_release_ != unit && resident_[size_t(pending_release_)].offset >= 0)
+    release_unit(pending_release_);  // its last use in the pass has ended
+  pending_release_ = -1;
+  current_unit_ = unit;
+  Resident& r = resident_[size_t(unit)];
+  if (r.offset < 0) {
+    gather_ahead(unit, pass, true);
+    ++stats_.gathers_on_demand;
+  }
+  resident_[size_t(unit)].last_use = ++use_clock_;
+  if (access_.replaying()) {
+    if (access_.last_in_pass(pos)) pending_release_ = unit;
+    for (int64_t q = pos + 1; q <= pos + opts_.prefetch_depth && q < access_.size(); ++q) {
+      const int v = access_.unit_at(q);
+      if (resident_[size_t(v)].offset >= 0) continue;
+      if (!gather_ahead(v, access_.pass_at(q), false)) break;
+      ++stats_.gathers_prefetched;
     }
   }
-  double sq = be_.sum_squares({shard_grads_.data(), DType::f32, {lay.shard_elements()}, Tier::device});
-  if (distributed()) comm_->all_reduce(std::span<double>(&sq, 1));
-  return std::sqrt(sq);
+  gathered_[size_t(unit)]->synchronize();
+  model_->set_unit_params(unit, static_cast<char*>(gathered_mem_.data()) + resident_[size_t(unit)].offset);
 }
 
-bool ZeroEngine::step(float lr, float clip_scale, int64_t t) {
-  if (!policy_.optimizer_states)
-    return adam_->step(buf_.master, buf_.grads, buf_.compute, buf_.compute_dtype, groups_, lr, clip_scale, t);
-  const bool low = buf_.compute_dtype != DType::f32;
-  const bool nonfinite =
-      adam_->step(shard_master_.as<float>(), shard_grads_.as<float>(), low ? shard_compute_.data() : nullptr,
-                  buf_.compute_dtype, groups_, lr, clip_scale, t);
-  resident_[0] = resident_[1] = -1;          // gathered parameters are stale now
-  if (policy_.parameters) return nonfinite;  // stage 3: gathered again when next used
-  publish_params();
-  return nonfinite;
-}
-
-void ZeroEngine::publish_params() {
-  // Stages 1-2: every rank's full parameters become current (bf16 copy-out, or f32).
-  const bool low = buf_.compute_dtype != DType::f32;
-  const PartitionLayout& lay = *layout_;
-  for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
-    const SubGroup& s = lay.sub_groups()[g];
-    if (low)
-      gather_group(s, lay.shard_offset(int(g)), static_cast<const uint16_t*>(shard_compute_.data()),
-                   static_cast<uint16_t*>(padded_compute_.data()) + s.storage_offset);
-    else
-      gather_group(s, lay.shard_offset(int(g)), shard_master_.as<float>(), padded_.as<float>() + s.storage_offset);
-  }
-  if (low)
-    unpack(static_cast<const uint16_t*>(padded_compute_.data()), static_cast<uint16_t*>(buf_.compute));
-  else
-    unpack(padded_.as<float>(), buf_.master);
-}
+// ---------------------------------------------------------------- tests, export, accounting
 
 void ZeroEngine::gather_full_params(std::span<float> out) {
   const PartitionLayout& lay = *layout_;
   STRATA_CHECK(out.size() == size_t(lay.model_elements()), "gather_full_params into " + std::to_string(out.size()),
                "the destination must hold every parameter");
+  drain();
   if (!policy_.optimizer_states) {
     std::memcpy(out.data(), buf_.master, out.size() * 4);
     return;
@@ -248,15 +555,19 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
   for (size_t g = 0; g < lay.sub_groups().size(); ++g)
     gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), shard_master_.as<float>(),
                  padded.data() + lay.sub_groups()[g].storage_offset);
-  unpack(padded.data(), out.data());
+  for (const SubGroup& g : lay.sub_groups())
+    std::memcpy(out.data() + g.flat_begin, padded.data() + g.storage_offset, size_t(g.count) * 4);
 }
+
+size_t ZeroEngine::param_bytes() const { return policy_.parameters ? shard_compute_.bytes() + persistent_.bytes() : 0; }
+
+size_t ZeroEngine::grad_bytes() const { return policy_.gradients ? shard_grads_.bytes() : grads_full_.bytes(); }
 
 size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() + shard_master_.bytes(); }
 
 size_t ZeroEngine::comm_buffer_bytes() const {
-  return padded_.bytes() + padded_compute_.bytes() + staging_.bytes() + staging_out_.bytes() + bucket_[0].bytes() +
-         bucket_[1].bytes() + gathered_[0].bytes() + gathered_[1].bytes() +
-         (shard_grads_.bytes() - grad_shard_bytes()) + (shard_compute_.bytes() - param_shard_bytes());
+  return bucket_mem_.bytes() + bucket_out_.bytes() + grad_scratch_mem_.bytes() + gathered_mem_.bytes() +
+         (policy_.gradients ? 0 : shard_grads_.bytes()) + (policy_.parameters ? 0 : shard_compute_.bytes());
 }
 
 }  // namespace strata::zero

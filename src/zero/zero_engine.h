@@ -1,18 +1,23 @@
 // The ZeRO engine: one code path for stages 0-3, driven by a policy saying what is
 // partitioned across the data-parallel ranks.
 //
-//   stage 0: nothing; gradients all-reduced, every rank runs the whole optimizer.
-//   stage 1: optimizer states (P_os): gradients reduce-scattered per padded sub-group after
-//            backward; AdamW on this rank's shard of master, m and v; shards all-gathered.
-//   stage 2: + gradients (P_os+g): the model has no full gradient buffer; each unit's
-//            gradients go to a bucket that is reduce-scattered into this rank's gradient
-//            shard as soon as the unit's backward ends, then reused.
-//   stage 3: + parameters (P_os+g+p): the model has no full parameters; a unit is gathered
-//            into a working buffer before its forward/backward (once per pass: the tied
-//            embedding serves encoder and LM head from one gather), and after the
-//            optimizer only this rank's shard is updated.
-// Not yet: communication on a separate stream overlapping compute, prefetching the next
-// units, persistent small parameters, and fp16 loss scaling.
+//   stage 0: nothing; gradients all-reduced (in buckets), every rank runs the whole optimizer.
+//   stage 1: optimizer states (P_os): after backward the full gradients are reduce-scattered
+//            in fixed-size buckets; AdamW on this rank's shard of master, m and v; the
+//            updated shards are all-gathered (in buckets) into every rank's parameters.
+//   stage 2: + gradients (P_os+g): each unit's gradients go to per-unit scratch; as a unit's
+//            backward ends its pieces are packed into fixed-size buckets, and each bucket
+//            that is complete is reduce-scattered into this rank's gradient shard, on the
+//            communication stream, while backward continues.
+//   stage 3: + parameters (P_os+g+p): the model has no full parameters; each unit is
+//            gathered into an arena before its forward and backward, released after its last
+//            use in the pass, and the next units are prefetched (--prefetch-depth) by
+//            replaying the access order recorded in the first step. Parameters smaller than
+//            --param-persistence-threshold stay whole on every rank (gathered once per step).
+//
+// The model's gradients always come from the engine (UnitHooks), in the gradient dtype: f32
+// in f32 runs, the compute dtype (bf16/f16) in mixed precision, as the paper counts them.
+// Communication work runs on its own stream (--overlap-comm), never on the compute thread.
 #pragma once
 #include <memory>
 #include <span>
@@ -21,8 +26,11 @@
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "model/unit_hooks.h"
+#include "zero/access_order.h"
 #include "zero/adamw.h"
+#include "zero/bucket_plan.h"
 #include "zero/partition.h"
+#include "zero/unit_arena.h"
 
 namespace strata::zero {
 
@@ -31,87 +39,159 @@ struct StagePolicy {
   static StagePolicy for_stage(int stage);
 };
 
+struct ZeroOptions {
+  int stage = 0;
+  int64_t sub_group_size = 1000000000;           // elements per partitioned sub-group
+  int64_t reduce_bucket_size = 500000000;        // elements (all ranks) per reduce-scatter / all-reduce
+  int64_t allgather_bucket_size = 500000000;     // elements (all ranks) per parameter all-gather (stages 1-2)
+  int prefetch_depth = 2;                        // stage 3: units gathered ahead of use
+  int64_t param_persistence_threshold = 100000;  // stage 3: parameters below this many elements stay whole
+  int64_t max_live_params = 0;                   // stage 3: gathered elements at once (0: from the prefetch depth)
+  bool overlap_comm = true;                      // communication on its own stream
+};
+
 struct ModelBuffers {
-  float* master = nullptr;  // f32 parameters, when the model owns them (stages 0-2)
-  float* grads = nullptr;   // f32 gradients, when the model owns them (stages 0-1)
-  void* compute = nullptr;  // compute-dtype copy when it differs from master (bf16 runs, stages 0-2)
+  float* master = nullptr;  // full f32 parameters, when the model owns them
+  void* compute = nullptr;  // full compute-dtype parameters when they differ from master (16-bit runs)
   DType compute_dtype = DType::f32;
   std::vector<ParamSpan> params;   // the flat parameter table, with units
   std::vector<bool> weight_decay;  // per parameter
 };
 
+// What reduce_gradients agreed across ranks.
+struct ReducedStep {
+  double loss = 0;        // Σ over ranks of the value each passed
+  double grad_norm = 0;   // global L2 norm of the (still loss-scaled) gradients
+  bool overflow = false;  // some gradient on some rank was non-finite
+};
+
+struct ZeroStats {
+  int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers
+  int64_t buckets_reduced = 0;
+  size_t live_param_high_water = 0;  // bytes of gathered parameters at once (stage 3)
+};
+
 class ZeroEngine final : public UnitHooks {
  public:
   // comm may be null (one rank, no communication).
-  ZeroEngine(Backend& backend, Communicator* comm, int stage, int64_t sub_group_size, AdamWConfig adam);
+  ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam);
+  ~ZeroEngine() override;
 
-  // What the model must allocate itself, and the hooks it must call (null below stage 2).
+  // What the model allocates itself. Its gradients always come from the engine's hooks.
   bool model_owns_params() const { return !policy_.parameters; }
-  bool model_owns_grads() const { return !policy_.gradients; }
   // Whether the model keeps a full f32 master besides its compute copy: only when nothing
   // is partitioned, or when the compute copy is the master (f32 runs).
   bool model_owns_master(DType compute) const { return !policy_.optimizer_states || compute == DType::f32; }
-  UnitHooks* hooks() { return policy_.gradients ? this : nullptr; }
+  UnitHooks* hooks() { return this; }
   // Builds the partition and this rank's shards. The master shard comes from
   // buffers.master when the model has one, else unit by unit from model.init_unit(seed)
   // (never the whole model at once); the model's compute copy is then filled from it.
   void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed);
 
-  int stage() const { return stage_; }
+  int stage() const { return opts_.stage; }
+  DType grad_dtype() const { return grad_dtype_; }
   const PartitionLayout& layout() const { return *layout_; }
+  const ZeroStats& stats() const { return stats_; }
 
-  void begin_step();  // zero this rank's gradient shard (stages 2-3)
-  // After backward: combine gradients across ranks as the stage says; returns the global
-  // gradient norm (for clipping), identical on every rank.
-  double reduce_gradients();
-  // AdamW on what this rank owns (clip_scale multiplies the gradients), then make every
-  // rank's parameters current (stages 0-2) or this rank's shard (stage 3). Returns true if
-  // a gradient was non-finite.
-  bool step(float lr, float clip_scale, int64_t t);
+  void begin_step();
+  // After the step's backward passes: combine gradients across ranks as the stage says and
+  // agree on the loss (Σ of loss_part over ranks), the global gradient norm and overflow.
+  ReducedStep reduce_gradients(double loss_part);
+  // AdamW on what this rank owns (grad_scale multiplies the gradients: clipping and loss
+  // unscaling), then make every rank's parameters current (stages 0-2) or this rank's shard
+  // (stage 3). t counts applied updates from 1. Returns true if a gradient was non-finite.
+  bool step(float lr, float grad_scale, int64_t t);
+  // An overflowed step (fp16): no update; the step ends with the parameters unchanged.
+  void skip_step();
   // All f32 parameters in model-flat order (tests, export): gathered from the shards.
   void gather_full_params(std::span<float> out);
 
-  // UnitHooks (stages 2-3)
-  void begin_pass() override { resident_[0] = resident_[1] = -1; }
+  // UnitHooks
+  void begin_pass() override;
   void acquire_params(int unit) override;
   void open_grads(int unit) override;
   void close_grads(int unit) override;
 
-  // Bytes this rank allocated, by kind, beyond the model's own buffers. A shard counts as
-  // the model state it holds only when that state is partitioned (stage 2+ gradients,
-  // stage 3 parameters); below that the same buffer is communication staging.
+  // Bytes this rank allocated, by kind. A buffer counts as the model state it holds only
+  // when that state is partitioned (stage 2+ gradient shard, stage 3 parameter shard);
+  // below that the same buffer is communication staging (comm_buffer_bytes).
+  size_t param_bytes() const;            // stage 3: the compute shard and the persistent parameters
+  size_t grad_bytes() const;             // full gradients (stages 0-1) or this rank's shard (2-3)
   size_t optimizer_state_bytes() const;  // m, v and the master shard
-  size_t grad_shard_bytes() const { return policy_.gradients ? shard_grads_.bytes() : 0; }
-  size_t param_shard_bytes() const { return policy_.parameters ? shard_compute_.bytes() : 0; }
-  size_t comm_buffer_bytes() const;  // staging, buckets, gather buffers and staging shards
+  size_t comm_buffer_bytes() const;      // buckets, scratch, gather arena, staging shards
 
  private:
   bool distributed() const { return comm_ && world_ > 1; }
-  void publish_params();  // stages 1-2: all-gather the shards into the model's full parameters
-  void pack(const float* full, float* padded) const;
-  template <typename T>
-  void unpack(const T* padded, T* full) const;
+  bool low_precision() const { return buf_.compute_dtype != DType::f32; }
+  template <typename F>
+  void submit(F&& work);  // on the communication stream, or inline without overlap
+  void drain();
+  void finish_step();
+  // Work on the communication stream.
+  void close_unit_work(int unit, int64_t scratch_offset, bool first);  // stages 0-1, 16-bit
+  void reduce_unit_work(int unit, int64_t scratch_offset);             // stages 2-3
+  void reduce_bucket(int bucket);
+  void gather_unit_work(int unit, int64_t offset);  // stage 3
+  void publish_persistent();                        // stage 3
+  // Main thread.
+  void reduce_stage0();
+  void reduce_stage1();
+  void publish_params();  // stages 1-2
+  void release_unit(int unit);
+  bool gather_ahead(int unit, int pass, bool evict);
   template <typename T>
   void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
-  int bucket_of(int unit) const { return unit == 0 ? 0 : 1; }
+  float* bucket_slot(int bucket);
 
   Backend& be_;
   Communicator* comm_;
-  int stage_, rank_ = 0, world_ = 1;
-  int64_t sub_group_size_;
+  ZeroOptions opts_;
+  int rank_ = 0, world_ = 1;
   StagePolicy policy_;
   AdamWConfig adam_cfg_;
   UnitModel* model_ = nullptr;
   ModelBuffers buf_;
+  DType grad_dtype_ = DType::f32;
   std::unique_ptr<PartitionLayout> layout_;
+  BucketPlan rs_plan_, ag_plan_;
   std::unique_ptr<AdamW> adam_;
   std::vector<AdamW::Group> groups_;           // over the arrays AdamW sees
-  std::vector<std::vector<int>> unit_groups_;  // sub-groups of each unit
-  Buffer padded_, shard_grads_, shard_master_, shard_compute_, padded_compute_;
-  Buffer staging_, staging_out_;  // one sub-group, padded (stages 2-3)
-  Buffer bucket_[2];              // unit gradients (2-3): embeddings, others
-  Buffer gathered_[2];            // unit parameters (3): embeddings, others
-  int resident_[2] = {-1, -1};    // which unit each gather buffer holds now
+  std::vector<std::vector<int>> unit_groups_;  // sub-groups of each unit, ascending
+  std::unique_ptr<Stream> stream_;             // communication (null: inline)
+  ZeroStats stats_;
+
+  // Gradients: full (stages 0-1) and this rank's shard (1-3), both in grad_dtype_.
+  Buffer grads_full_, shard_grads_;
+  Buffer shard_master_, shard_compute_;     // f32 master and compute-dtype shards (1-3)
+  Buffer persistent_;                       // stage 3: persistent sub-groups, whole, padded
+  std::vector<int64_t> persistent_offset_;  // per sub-group, into persistent_ (elements)
+  Buffer bucket_mem_, bucket_out_;          // one or two bucket slots; reduce-scatter output
+  int64_t slot_elems_ = 0;                  // f32 elements per bucket slot
+  int slot_bucket_[2] = {-1, -1};           // which bucket each slot holds
+  int num_slots_ = 1;
+  std::vector<int64_t> remaining_;  // per reduce bucket: elements still to be packed
+  std::vector<int> rounds_;         // per reduce bucket: reductions this step
+  Buffer grad_scratch_mem_;         // per-unit f32 gradient scratch (arena)
+  UnitArena grad_arena_;
+  std::vector<int> opens_;                         // per unit: open_grads calls this step
+  std::vector<int64_t> grad_block_;                // per unit: its scratch block (bytes into grad_scratch_mem_)
+  std::vector<std::unique_ptr<Event>> grad_done_;  // per unit: its scratch has been consumed
+  bool direct_grads_ = false;                      // stages 0-1 in f32: the model writes grads_full_ itself
+
+  // Stage 3 working parameters.
+  Buffer gathered_mem_;
+  UnitArena gather_arena_;
+  struct Resident {
+    int64_t offset = -1;   // in gathered_mem_ (bytes); -1: not gathered
+    int pass = -1;         // the pass it was gathered for
+    int64_t last_use = 0;  // order of last acquire (most-recently-used eviction)
+  };
+  std::vector<Resident> resident_;
+  std::vector<std::unique_ptr<Event>> gathered_;  // per unit: its gather has completed
+  AccessOrder access_;
+  int current_unit_ = -1, pending_release_ = -1;
+  int64_t use_clock_ = 0;
+  size_t slack_elems_ = 0;  // padding a gathered sub-group may write past its unit
 };
 
 }  // namespace strata::zero
