@@ -29,9 +29,27 @@ Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) {
     throw;
   }
   return Buffer(p, bytes, Tier::device, tag, [this](void* ptr, size_t n) {
-    host_free(ptr, n);
+    cpu::host_free(ptr, n);
     budget_.release(n);
   });
+}
+
+void* CpuBackend::host_allocate(size_t bytes, bool pinned, const std::string& tag) {
+  void* p = cpu::host_alloc(bytes, tag.c_str());
+  if (pinned && p) {
+    try {
+      cpu::host_lock(p, bytes, tag.c_str());
+    } catch (...) {
+      cpu::host_free(p, bytes);
+      throw;
+    }
+  }
+  return p;
+}
+
+void CpuBackend::host_free(void* p, size_t bytes, bool pinned) {
+  if (pinned && p) cpu::host_unlock(p, bytes);
+  cpu::host_free(p, bytes);
 }
 
 std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) { return std::make_unique<CpuStream>(name); }

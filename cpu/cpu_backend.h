@@ -20,6 +20,8 @@ class CpuBackend final : public Backend {
 
   Buffer allocate(size_t bytes, const std::string& tag) override;
   MemoryBudget& budget() override { return budget_; }
+  void* host_allocate(size_t bytes, bool pinned, const std::string& tag) override;
+  void host_free(void* p, size_t bytes, bool pinned) override;
 
   std::unique_ptr<Stream> make_stream(const std::string& name) override;
   std::unique_ptr<Event> make_event() override;

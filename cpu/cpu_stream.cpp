@@ -1,6 +1,7 @@
 #include "cpu/cpu_stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 #include "core/error.h"
@@ -79,6 +80,11 @@ void CpuStream::wait(Event& e) {
   push({nullptr, Kind::wait, &ev, ev.latest()});
 }
 
+double CpuStream::busy_seconds() const {
+  std::lock_guard lock(mu_);
+  return busy_s_;
+}
+
 void CpuStream::synchronize() {
   std::unique_lock lock(mu_);
   cv_idle_.wait(lock, [&] { return count_ == 0 && !busy_; });
@@ -103,9 +109,11 @@ void CpuStream::run() {
     const std::exception_ptr carried = error_;
     lock.unlock();
     std::exception_ptr err;
+    double ran = 0;
     if (item.kind == Kind::complete) {
       item.event->complete(item.generation, carried);
     } else if (!skip) {
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         if (item.kind == Kind::wait)
           item.event->wait_for(item.generation);
@@ -114,8 +122,10 @@ void CpuStream::run() {
       } catch (...) {
         err = std::current_exception();
       }
+      if (item.kind == Kind::work) ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     lock.lock();
+    busy_s_ += ran;
     if (err && !error_) error_ = err;
     busy_ = false;
     if (count_ == 0) cv_idle_.notify_all();

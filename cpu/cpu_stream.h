@@ -44,11 +44,12 @@ class CpuStream final : public Stream {
   void wait(Event& e) override;
   void synchronize() override;
   const std::string& name() const override { return name_; }
+  double busy_seconds() const override;
 
  private:
   void run();
   std::string name_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_idle_;
   // Work, or an event completion / wait (held inline, so recording allocates nothing).
   // Completions run even after a failure, so waiters never hang.
@@ -64,6 +65,7 @@ class CpuStream final : public Stream {
   std::vector<Item> ring_;
   size_t head_ = 0, count_ = 0;
   bool stop_ = false, busy_ = false;
+  double busy_s_ = 0;  // guarded by mu_
   std::exception_ptr error_;  // first failure; later work is skipped and the error rethrown
   std::thread worker_;
 };

@@ -1,6 +1,7 @@
 #include "cpu/host_memory.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -28,6 +29,20 @@ void* host_alloc(size_t bytes, const char* tag) {
   for (int64_t i = 0; i < pages; ++i) c[size_t(i) * 4096] = 0;
   return p;
 }
+
+void host_lock(void* p, size_t bytes, const char* tag) {
+  if (mlock(p, round_up(bytes, 4096)) == 0) return;
+  const int err = errno;
+  struct rlimit lim {};
+  getrlimit(RLIMIT_MEMLOCK, &lim);
+  const std::string limit = lim.rlim_cur == RLIM_INFINITY ? "unlimited" : format_bytes(double(lim.rlim_cur));
+  throw_error(std::string("page-locking ") + format_bytes(double(bytes)) + " for '" + tag + "' failed: " +
+                  std::strerror(err) + " (ulimit -l allows " + limit + ")",
+              "raise the locked-memory limit (ulimit -l unlimited, or memlock in /etc/security/limits.conf), or "
+              "lower --pin-buffer-count / --pin-buffer-size");
+}
+
+void host_unlock(void* p, size_t bytes) { munlock(p, round_up(bytes, 4096)); }
 
 void host_free(void* p, size_t bytes) {
   if (p) munmap(p, round_up(bytes, 4096));

@@ -8,5 +8,8 @@ namespace strata::cpu {
 
 void* host_alloc(size_t bytes, const char* tag);  // throws strata::Error on failure
 void host_free(void* p, size_t bytes);
+// Page-locks [p, p+bytes) (mlock); an Error naming RLIMIT_MEMLOCK when the limit is too low.
+void host_lock(void* p, size_t bytes, const char* tag);
+void host_unlock(void* p, size_t bytes);
 
 }  // namespace strata::cpu

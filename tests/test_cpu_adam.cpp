@@ -146,6 +146,30 @@ TEST(CpuAdam, ResultDoesNotDependOnThreadsOrTiles) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// Out of place (read param/m/v from *_in, write param/m/v) gives the in-place result bit for
+// bit on every ISA and leaves the inputs untouched (speculative offloaded steps rely on it).
+TEST(CpuAdam, OutOfPlaceEqualsInPlace) {
+  for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
+    if (!cpu::adam_isa_supported(isa)) continue;
+    AdamCase a(1003, DType::bf16, true, DType::bf16, 5), src(1003, DType::bf16, true, DType::bf16, 5);
+    AdamCase dst(1003, DType::bf16, true, DType::bf16, 6);  // different contents, overwritten
+    const std::vector<float> p0 = src.p, m0 = src.m, v0 = src.v;
+    cpu::adam_step(a.tensors(), {}, {isa, 0, 256});
+    AdamTensors t = dst.tensors();
+    t.param_in = &src.p[kGuard], t.m_in = &src.m[kGuard], t.v_in = &src.v[kGuard];
+    t.grad = &src.graw[kGuard];
+    cpu::adam_step(t, {}, {isa, 0, 256});
+    EXPECT_EQ(dst.p, a.p) << adam_isa_name(isa);
+    EXPECT_EQ(dst.m, a.m) << adam_isa_name(isa);
+    EXPECT_EQ(dst.v, a.v) << adam_isa_name(isa);
+    EXPECT_EQ(dst.out, a.out) << adam_isa_name(isa);
+    EXPECT_EQ(src.p, p0);
+    EXPECT_EQ(src.m, m0);
+    EXPECT_EQ(src.v, v0);
+    dst.expect_guards_intact();
+  }
+}
+
 TEST(CpuAdam, BadArgumentsAreErrors) {
   AdamTensors t;
   t.n = 10;

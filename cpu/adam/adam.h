@@ -34,9 +34,14 @@ struct AdamHyper {
 };
 
 struct AdamTensors {
-  float* param = nullptr;  // f32 master, updated in place
-  float* m = nullptr;      // f32 first moment, in place
-  float* v = nullptr;      // f32 second moment, in place
+  float* param = nullptr;  // f32 master, updated in place (or written from param_in)
+  float* m = nullptr;      // f32 first moment, in place (or written from m_in)
+  float* v = nullptr;      // f32 second moment, in place (or written from v_in)
+  // Out of place: read the state from these, write it to param/m/v (same pass, same
+  // bandwidth). Speculative offloaded steps keep the committed state intact this way.
+  const float* param_in = nullptr;
+  const float* m_in = nullptr;
+  const float* v_in = nullptr;
   const void* grad = nullptr;
   DType grad_dtype = DType::f32;
   void* param_out = nullptr;  // optional: updated parameter written as out_dtype (RNE)

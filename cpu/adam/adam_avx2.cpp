@@ -27,6 +27,9 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
   const __m256i expo = _mm256_set1_epi32(0x7f800000);
   __m256i bad = _mm256_setzero_si256();
   auto* out = static_cast<uint16_t*>(t.param_out);
+  const float* p_src = t.param_in ? t.param_in : t.param;
+  const float* m_src = t.m_in ? t.m_in : t.m;
+  const float* v_src = t.v_in ? t.v_in : t.v;
   // The copy-out is write-only: non-temporal stores skip the read-for-ownership of its
   // lines (2 of the 32 bytes a parameter would otherwise move) when it is 16-byte aligned.
   const bool stream = out && (reinterpret_cast<uintptr_t>(out + begin) & 15) == 0;
@@ -34,11 +37,11 @@ bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts&
   for (; i + 8 <= end; i += 8) {
     const __m256 raw = load_grad8(t.grad, t.grad_dtype, i);
     bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(raw), expo), expo));
-    __m256 p = _mm256_loadu_ps(t.param + i);
+    __m256 p = _mm256_loadu_ps(p_src + i);
     __m256 g = _mm256_mul_ps(raw, gs);
     g = _mm256_fmadd_ps(l2, p, g);
-    const __m256 m = _mm256_fmadd_ps(b1, _mm256_loadu_ps(t.m + i), _mm256_mul_ps(omb1, g));
-    const __m256 v = _mm256_fmadd_ps(b2, _mm256_loadu_ps(t.v + i), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    const __m256 m = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m_src + i), _mm256_mul_ps(omb1, g));
+    const __m256 v = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v_src + i), _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
     const __m256 d = _mm256_fmadd_ps(_mm256_sqrt_ps(v), ibc2, eps);
     p = _mm256_fmadd_ps(step, _mm256_div_ps(m, d), _mm256_mul_ps(p, decay));
     _mm256_storeu_ps(t.param + i, p);

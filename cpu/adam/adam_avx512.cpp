@@ -37,17 +37,20 @@ bool kernel_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Const
   const __m512i expo = _mm512_set1_epi32(0x7f800000);
   __mmask16 bad = 0;
   auto* out = static_cast<uint16_t*>(t.param_out);
+  const float* p_src = t.param_in ? t.param_in : t.param;
+  const float* m_src = t.m_in ? t.m_in : t.m;
+  const float* v_src = t.v_in ? t.v_in : t.v;
   // Non-temporal copy-out when 32-byte aligned (see adam_avx2.cpp).
   const bool stream = out && (reinterpret_cast<uintptr_t>(out + begin) & 31) == 0;
   int64_t i = begin;
   for (; i + 16 <= end; i += 16) {
     const __m512 raw = load_grad16(t.grad, t.grad_dtype, i);
     bad |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(raw), expo), expo);
-    __m512 p = _mm512_loadu_ps(t.param + i);
+    __m512 p = _mm512_loadu_ps(p_src + i);
     __m512 g = _mm512_mul_ps(raw, gs);
     g = _mm512_fmadd_ps(l2, p, g);
-    const __m512 m = _mm512_fmadd_ps(b1, _mm512_loadu_ps(t.m + i), _mm512_mul_ps(omb1, g));
-    const __m512 v = _mm512_fmadd_ps(b2, _mm512_loadu_ps(t.v + i), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
+    const __m512 m = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m_src + i), _mm512_mul_ps(omb1, g));
+    const __m512 v = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v_src + i), _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
     const __m512 d = _mm512_fmadd_ps(_mm512_sqrt_ps(v), ibc2, eps);
     p = _mm512_fmadd_ps(step, _mm512_div_ps(m, d), _mm512_mul_ps(p, decay));
     _mm512_storeu_ps(t.param + i, p);

@@ -21,16 +21,19 @@ static inline float load_grad(const void* g, DType t, int64_t i) {
 
 bool kernel_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
   bool nonfinite = false;
+  const float* p_src = t.param_in ? t.param_in : t.param;
+  const float* m_src = t.m_in ? t.m_in : t.m;
+  const float* v_src = t.v_in ? t.v_in : t.v;
   for (int64_t i = begin; i < end; ++i) {
     const float raw = load_grad(t.grad, t.grad_dtype, i);
     uint32_t bits;
     std::memcpy(&bits, &raw, 4);
     nonfinite |= (bits & 0x7f800000u) == 0x7f800000u;
-    float p = t.param[i];
+    float p = p_src[i];
     float g = raw * c.grad_scale;
     g = std::fma(c.l2, p, g);
-    const float m = std::fma(c.beta1, t.m[i], c.one_minus_beta1 * g);
-    const float v = std::fma(c.beta2, t.v[i], (c.one_minus_beta2 * g) * g);
+    const float m = std::fma(c.beta1, m_src[i], c.one_minus_beta1 * g);
+    const float v = std::fma(c.beta2, v_src[i], (c.one_minus_beta2 * g) * g);
     const float d = std::fma(std::sqrt(v), c.inv_sqrt_bc2, c.eps);
     p = std::fma(c.step_size, m / d, p * c.decay_mul);
     t.param[i] = p, t.m[i] = m, t.v[i] = v;

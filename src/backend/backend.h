@@ -34,6 +34,9 @@ class Stream {
   // Runs fn on the stream, in order with the rest of its work (CPU: its worker thread).
   // Keep captures small (a pointer and an index) so no allocation happens per call.
   virtual void launch_host(std::function<void()> fn) = 0;
+  // Seconds this stream has spent running work so far (not waiting on events): an
+  // engine's busy time for the step timeline.
+  virtual double busy_seconds() const = 0;
   virtual const std::string& name() const = 0;
 };
 
@@ -45,6 +48,13 @@ class Backend {
   // ---- memory: every byte is charged to the budget ----
   virtual Buffer allocate(size_t bytes, const std::string& tag) = 0;
   virtual MemoryBudget& budget() = 0;
+
+  // Host memory for the host tier and staging buffers (CUDA: cudaHostAlloc, so DMA can
+  // reach it; CPU: mmap'd and, when `pinned`, page-locked with mlock). Not charged to the
+  // device budget: the tier manager charges the host budget. A failure to page-lock is an
+  // Error saying what limit to raise.
+  virtual void* host_allocate(size_t bytes, bool pinned, const std::string& tag) = 0;
+  virtual void host_free(void* p, size_t bytes, bool pinned) = 0;
 
   // ---- streams, events and copies ----
   virtual std::unique_ptr<Stream> make_stream(const std::string& name) = 0;

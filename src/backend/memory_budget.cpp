@@ -4,15 +4,18 @@
 
 namespace strata {
 
-MemoryBudget::MemoryBudget(std::string tier_name, size_t capacity_bytes)
-    : name_(std::move(tier_name)), capacity_(capacity_bytes) {}
+MemoryBudget::MemoryBudget(std::string tier_name, size_t capacity_bytes, std::string option)
+    : name_(std::move(tier_name)),
+      option_(option.empty() ? "--" + name_ + "-mem" : std::move(option)),
+      capacity_(capacity_bytes) {}
 
 void MemoryBudget::charge(size_t bytes, const std::string& what) {
   std::lock_guard lock(mu_);
   if (bytes > capacity_ - std::min(used_, capacity_)) {
     throw_error(name_ + " memory budget exceeded: " + what + " requests " + format_bytes(double(bytes)) + " with " +
                     format_bytes(double(used_)) + " of " + format_bytes(double(capacity_)) + " already in use",
-                "raise the " + name_ + " budget (--device-mem) or shrink the run (--micro-batch, model size)");
+                "raise the " + name_ + " budget (" + option_ +
+                    ") or shrink the run (--micro-batch, model size, a higher ZeRO stage or offload)");
   }
   used_ += bytes;
   high_water_ = std::max(high_water_, used_);

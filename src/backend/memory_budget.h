@@ -10,7 +10,8 @@ namespace strata {
 
 class MemoryBudget {
  public:
-  MemoryBudget(std::string tier_name, size_t capacity_bytes);
+  // `option` names the setting that raises the budget, for the error message.
+  MemoryBudget(std::string tier_name, size_t capacity_bytes, std::string option = "");
 
   // Charges `bytes` for `what`; throws strata::Error if the budget would be exceeded.
   void charge(size_t bytes, const std::string& what);
@@ -24,7 +25,7 @@ class MemoryBudget {
   size_t allocation_count() const;
 
  private:
-  std::string name_;
+  std::string name_, option_;
   size_t capacity_;
   mutable std::mutex mu_;
   size_t used_ = 0, high_water_ = 0, count_ = 0;

@@ -61,6 +61,17 @@ int train_main(int argc, char** argv) {
                               s(d.hysteresis))("min-loss-scale", "fp16 dynamic scaling: the scale's floor",
                                                fmt(d.min_loss_scale))(
       "comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))(
+      "host-mem", "host-tier budget (offloaded states and staging), e.g. 64GiB", str("64GiB"))(
+      "offload-optimizer", "none | cpu: optimizer states (master, m, v) in host RAM, CPU Adam (stages 1-3)",
+      str(d.offload_optimizer))("offload-param", "none | cpu: stage-3 parameters in host RAM", str(d.offload_param))(
+      "offload-ratio", "fraction of the optimizer offloaded (the rest stays on the device)", fmt(d.offload_ratio))(
+      "speculative-step",
+      "true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host states) | false",
+      str("true"))("pin-buffer-count", "page-locked staging buffers", s(d.pin_buffer_count))(
+      "pin-buffer-size", "bytes per staging buffer", str("16MiB"))(
+      "device-threads", "CPU backend: threads for the device's ops (0 = auto)", s(d.device_threads))(
+      "host-threads", "CPU backend: threads for the host side, CPU Adam and copies (0 = auto)", s(d.host_threads))(
+      "bind-cpus", "true: device and host threads on disjoint CPUs when offloading | false", str("true"))(
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
@@ -113,6 +124,26 @@ int train_main(int argc, char** argv) {
     t.loss_scale_window = gc("loss-scale-window");
     t.hysteresis = int(gi("hysteresis"));
     t.min_loss_scale = gd("min-loss-scale");
+    auto boolean = [&](const char* k, bool& out) {
+      const std::string v = r[k].as<std::string>();
+      if (v != "true" && v != "false")
+        throw_error(std::string("--") + k + ": '" + v + "' is not true or false", "use true or false");
+      out = v == "true";
+    };
+    t.host_mem = parse_bytes(r["host-mem"].as<std::string>(), "--host-mem");
+    t.offload_optimizer = r["offload-optimizer"].as<std::string>();
+    t.offload_param = r["offload-param"].as<std::string>();
+    for (const auto& [k, v] : {std::pair{"--offload-optimizer", t.offload_optimizer}, {"--offload-param", t.offload_param}})
+      if (v != "none" && v != "cpu") return usage_error("train", std::string(k) + ": '" + v + "' is not none or cpu");
+    t.offload_ratio = gd("offload-ratio");
+    if (!(t.offload_ratio >= 0 && t.offload_ratio <= 1))
+      return usage_error("train", "--offload-ratio must be between 0 and 1");
+    boolean("speculative-step", t.speculative_step);
+    boolean("bind-cpus", t.bind_cpus);
+    t.pin_buffer_count = int(gi("pin-buffer-count"));
+    t.pin_buffer_size = parse_bytes(r["pin-buffer-size"].as<std::string>(), "--pin-buffer-size");
+    t.device_threads = int(gi("device-threads"));
+    t.host_threads = int(gi("host-threads"));
     t.comm_timeout = gd("comm-timeout");
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");

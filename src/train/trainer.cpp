@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,9 +15,11 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "cpu/affinity.h"
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
+#include "tier/tier_manager.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -28,6 +32,16 @@
 #endif
 
 namespace strata {
+
+double StepTimeline::overlap() const {
+  const double busiest = std::max({compute_s, comm_s, d2h_s, h2d_s, cpu_adam_s, host_sum_s});
+  return wall_s > 0 ? busiest / wall_s : 0;
+}
+
+static int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
 
 std::string resolve_resource(const std::string& path) {
   namespace fs = std::filesystem;
@@ -70,7 +84,27 @@ TrainResult train(const TrainOptions& opts) {
                "tokenize the data for this model, or pick a model with a larger vocab_size");
   DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
 
-  cpu::CpuBackend backend({opts.device_mem, opts.threads});
+  STRATA_CHECK(opts.offload_optimizer == "none" || opts.offload_optimizer == "cpu",
+               "--offload-optimizer " + opts.offload_optimizer, "use none or cpu (nvme arrives with S5)");
+  STRATA_CHECK(opts.offload_param == "none" || opts.offload_param == "cpu", "--offload-param " + opts.offload_param,
+               "use none or cpu (nvme arrives with S5)");
+  const bool offload = opts.offload_optimizer != "none" || opts.offload_param != "none";
+  // The device's and the host's threads (disjoint CPUs when bound).
+  const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  const int cpus = std::max<int>(1, int(cpu::allowed_cpus().size()) / std::max(local_size, 1));
+  const int host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
+  const int device_threads =
+      opts.device_threads > 0 ? opts.device_threads : opts.threads > 0 ? opts.threads : std::max(1, cpus - host_threads);
+  cpu::CpuSplit split;
+  if (opts.bind_cpus && offload) {
+    split = cpu::split_cpus(device_threads, host_threads, local_rank, local_size);
+    cpu::bind_this_thread(split.device);  // before the first parallel region creates the team
+  }
+  cpu::CpuBackend backend({opts.device_mem, device_threads});
+  std::unique_ptr<tier::TierManager> tiers;
+  if (offload)
+    tiers = std::make_unique<tier::TierManager>(
+        backend, tier::TierOptions{opts.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
   std::string pinned = "no";
   if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
   const cpu::AdamIsa isa = cpu::parse_adam_isa(opts.adam_isa) == cpu::AdamIsa::automatic
@@ -88,9 +122,19 @@ TrainResult train(const TrainOptions& opts) {
   zo.param_persistence_threshold = opts.param_persistence_threshold;
   zo.max_live_params = opts.max_live_params;
   zo.overlap_comm = opts.overlap_comm;
+  zo.offload_optimizer = opts.offload_optimizer == "cpu";
+  zo.offload_param = opts.offload_param == "cpu";
+  zo.offload_ratio = opts.offload_ratio;
+  zo.speculative_step = opts.speculative_step;
+  zo.host_threads = std::max(1, host_threads);
   zero::ZeroEngine engine(
       backend, opts.comm, zo,
-      {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, opts.threads, 1 << 16}});
+      {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, device_threads, 1 << 16}},
+      tiers.get());
+  if (engine.comm_stream() && !split.device.empty()) {  // communication is the device's work
+    engine.comm_stream()->launch_host([&split] { cpu::bind_this_thread(split.device); });
+    engine.comm_stream()->synchronize();
+  }
   // The model's gradients always come from the engine (in the gradient dtype it keeps).
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
              {engine.model_owns_params(), false, engine.model_owns_master(opts.precision)}, engine.hooks());
@@ -127,20 +171,21 @@ TrainResult train(const TrainOptions& opts) {
                  tokens_per_step);
 
   // Per-rank model-state bytes by kind, as allocated (rank 0 logs every rank's).
-  const int64_t mine[4] = {int64_t(model.param_bytes() + engine.param_bytes()), int64_t(engine.grad_bytes()),
-                           int64_t(engine.optimizer_state_bytes()), int64_t(engine.comm_buffer_bytes())};
-  std::vector<int64_t> mem(size_t(4 * world));
+  const int64_t mine[5] = {int64_t(model.param_bytes() + engine.param_bytes()), int64_t(engine.grad_bytes()),
+                           int64_t(engine.optimizer_state_bytes()), int64_t(engine.comm_buffer_bytes()),
+                           int64_t(engine.host_bytes())};
+  std::vector<int64_t> mem(size_t(5 * world));
   if (world > 1)
-    opts.comm->all_gather(std::span<const int64_t>(mine, 4), std::span<int64_t>(mem));
+    opts.comm->all_gather(std::span<const int64_t>(mine, 5), std::span<int64_t>(mem));
   else
-    std::copy(mine, mine + 4, mem.begin());
+    std::copy(mine, mine + 5, mem.begin());
   auto column = [&](int k) {
     nlohmann::json a = nlohmann::json::array();
-    for (int r = 0; r < world; ++r) a.push_back(mem[size_t(4 * r + k)]);
+    for (int r = 0; r < world; ++r) a.push_back(mem[size_t(5 * r + k)]);
     return a;
   };
   const nlohmann::json param_bytes = column(0), grad_bytes = column(1), optim_bytes = column(2),
-                       comm_buffers = column(3);
+                       comm_buffers = column(3), host_bytes = column(4);
   std::vector<int64_t> comm_bytes(static_cast<size_t>(world));
   uint64_t comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0;
   int64_t steps_since_log = 0;
@@ -155,12 +200,26 @@ TrainResult train(const TrainOptions& opts) {
   LossScaler scaler({fp16, opts.loss_scale == 0, opts.loss_scale, opts.initial_scale_power, opts.loss_scale_window,
                      opts.hysteresis, opts.min_loss_scale});
   int64_t applied = 0;  // optimizer updates so far (overflowed fp16 steps apply none)
+  auto sample = [&] {  // the engines' cumulative counters, differenced per step
+    StepTimeline t;
+    t.compute_s = engine.stats().blocked_s;  // blocked so far (compute = wall - blocked)
+    t.comm_s = engine.comm_stream() ? engine.comm_stream()->busy_seconds() : 0;
+    if (tiers) {
+      t.d2h_s = tiers->d2h().busy_seconds(), t.h2d_s = tiers->h2d().busy_seconds();
+      t.cpu_adam_s = tiers->host().busy_seconds(), t.host_sum_s = tiers->host_sum().busy_seconds();
+      t.d2h_bytes = tiers->bytes(tier::Edge::d2h), t.h2d_bytes = tiers->bytes(tier::Edge::h2d);
+    }
+    return t;
+  };
   for (int64_t step = 0; step < opts.steps; ++step) {
     const auto t0 = clock::now();
-    engine.begin_step();
+    const StepTimeline before = sample();
     const double scale = scaler.scale();
+    // What a speculative offloaded update assumes: this step's lr, t, and no clipping.
+    engine.begin_step({float(sched.at(applied)), float(1.0 / scale), applied + 1});
     double loss = 0;
     for (int micro = 0; micro < opts.grad_accum; ++micro) {
+      engine.begin_micro(micro, opts.grad_accum);
       // This rank's slice of the step's global batch (the same samples for any world size).
       loader.fill(zero::first_sample(step, rank, world, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch,
                   inputs, targets);
@@ -193,7 +252,13 @@ TrainResult train(const TrainOptions& opts) {
     if (step == 0) allocations_after_first = backend.budget().allocation_count();
     const double tps = tokens_per_step / step_s;
     smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
-    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped});
+    StepTimeline tl = sample();
+    tl.wall_s = step_s;
+    tl.compute_s = std::max(0.0, step_s - (tl.compute_s - before.compute_s));
+    tl.comm_s -= before.comm_s, tl.d2h_s -= before.d2h_s, tl.h2d_s -= before.h2d_s;
+    tl.cpu_adam_s -= before.cpu_adam_s, tl.host_sum_s -= before.host_sum_s;
+    tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
+    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped, tl});
     const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
     ++steps_since_log;
     if (log_now) {
@@ -221,6 +286,18 @@ TrainResult train(const TrainOptions& opts) {
                                {"comm_buffer_bytes", comm_buffers},
                                {"comm_bytes", comm_bytes}};
         if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
+        const StepTimeline& t = result.steps.back().timeline;
+        line["timeline"] = {{"wall_s", t.wall_s},
+                            {"busy_s",
+                             {{"compute", t.compute_s},
+                              {"comm", t.comm_s},
+                              {"d2h", t.d2h_s},
+                              {"h2d", t.h2d_s},
+                              {"cpu_adam", t.cpu_adam_s},
+                              {"host_sum", t.host_sum_s}}},
+                            {"bytes", {{"d2h", t.d2h_bytes}, {"h2d", t.h2d_bytes}}},
+                            {"overlap", t.overlap()}};
+        if (tiers) line["host_bytes"] = host_bytes, line["host_high_water"] = tiers->budget(Tier::host).high_water();
         metrics->write(line);
       }
     }
@@ -237,6 +314,11 @@ TrainResult train(const TrainOptions& opts) {
   result.gathers_on_demand = engine.stats().gathers_on_demand;
   result.gathers_prefetched = engine.stats().gathers_prefetched;
   result.live_param_high_water = engine.stats().live_param_high_water;
+  result.host_bytes = engine.host_bytes();
+  result.host_high_water = tiers ? tiers->budget(Tier::host).high_water() : 0;
+  result.speculative_commits = engine.stats().speculative_commits;
+  result.speculative_redos = engine.stats().speculative_redos;
+  result.speculative_discards = engine.stats().speculative_discards;
   if (opts.keep_final_params) {
     result.final_params.resize(size_t(model.num_params()));
     engine.gather_full_params(result.final_params);

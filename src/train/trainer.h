@@ -52,8 +52,31 @@ struct TrainOptions {
   int64_t loss_scale_window = 1000;
   int hysteresis = 2;
   double min_loss_scale = 1;
+  // Tiers and offload (S4).
+  size_t host_mem = size_t(64) << 30;  // --host-mem: the host tier's budget
+  std::string offload_optimizer = "none";  // none | cpu
+  std::string offload_param = "none";      // none | cpu (stage 3)
+  double offload_ratio = 1.0;
+  bool speculative_step = true;
+  int pin_buffer_count = 4;
+  size_t pin_buffer_size = size_t(16) << 20;
+  // The CPU backend's two sides: the device's threads (ops, communication) and the host's
+  // (CPU Adam, staging copies). 0: all CPUs for the device without offload; with offload,
+  // half each. bind_cpus puts them on disjoint CPUs (the CLI does; in-process callers opt in).
+  int device_threads = 0;
+  int host_threads = 0;
+  bool bind_cpus = false;
   double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
+};
+
+// Where a step's time went: each engine's busy seconds (time with work in flight), the
+// bytes over each tier edge, and overlap = max(busy) / wall (1.0: everything but the
+// busiest engine hidden).
+struct StepTimeline {
+  double wall_s = 0, compute_s = 0, comm_s = 0, d2h_s = 0, h2d_s = 0, cpu_adam_s = 0, host_sum_s = 0;
+  uint64_t d2h_bytes = 0, h2d_bytes = 0;
+  double overlap() const;
 };
 
 struct StepRecord {
@@ -61,6 +84,7 @@ struct StepRecord {
   double loss, lr, grad_norm, tokens_per_s, step_ms;
   double loss_scale = 1;  // the scale this step's backward used (fp16)
   bool skipped = false;   // overflow: no update (fp16)
+  StepTimeline timeline;
 };
 
 struct TrainResult {
@@ -76,6 +100,9 @@ struct TrainResult {
   size_t param_bytes = 0, grad_bytes = 0, optim_bytes = 0;
   int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers over the run
   size_t live_param_high_water = 0;                       // stage 3: bytes of gathered parameters
+  size_t host_bytes = 0;       // this rank's host-tier bytes for offloaded states
+  size_t host_high_water = 0;  // the host tier's peak
+  int64_t speculative_commits = 0, speculative_redos = 0, speculative_discards = 0;
 };
 
 // Resolves a default resource path (configs/..., data/...) against the working directory,

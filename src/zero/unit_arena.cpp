@@ -27,12 +27,11 @@ int64_t UnitArena::allocate(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (attempt == 1) reclaim_ready();  // then try once more, never reclaim without retrying
+    if (blocks_.size() == blocks_.capacity()) continue;  // as many blocks as planned: reclaim first
     size_t at = 0;
     for (size_t i = 0; i <= blocks_.size(); ++i) {
       const size_t end = i < blocks_.size() ? blocks_[i].offset : capacity_;
       if (end >= at + bytes) {
-        STRATA_CHECK(blocks_.size() < blocks_.capacity(), "unit arena: more live blocks than planned",
-                     "this is a bug in the engine's plan");
         blocks_.insert(blocks_.begin() + std::ptrdiff_t(i), Block{at, bytes, nullptr, 0});
         live_ += bytes;
         high_water_ = std::max(high_water_, live_);

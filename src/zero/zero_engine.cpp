@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -14,9 +15,11 @@ StagePolicy StagePolicy::for_stage(int stage) {
   return {stage >= 1, stage >= 2, stage >= 3};
 }
 
-ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam)
+ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam,
+                       tier::TierManager* tiers)
     : be_(backend),
       comm_(comm),
+      tiers_(tiers),
       opts_(options),
       rank_(comm ? comm->rank() : 0),
       world_(comm ? comm->size() : 1),
@@ -34,6 +37,19 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
                "must be 0 or more elements");
   STRATA_CHECK(opts_.max_live_params >= 0, "--max-live-params " + std::to_string(opts_.max_live_params),
                "must be 0 (automatic) or a number of elements");
+  STRATA_CHECK(!opts_.offload_optimizer || policy_.optimizer_states,
+               "--offload-optimizer cpu with --zero-stage " + std::to_string(opts_.stage),
+               "offloading the optimizer needs its states partitioned: use --zero-stage 1, 2 or 3");
+  STRATA_CHECK(!opts_.offload_param || policy_.parameters, "--offload-param cpu with --zero-stage " +
+                                                               std::to_string(opts_.stage),
+               "parameters are offloaded where they are partitioned: use --zero-stage 3");
+  STRATA_CHECK(!opts_.offload_param || (opts_.offload_optimizer && opts_.offload_ratio == 1.0),
+               "--offload-param cpu without the whole optimizer on the host",
+               "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
+  STRATA_CHECK(opts_.offload_ratio >= 0 && opts_.offload_ratio <= 1,
+               "--offload-ratio " + std::to_string(opts_.offload_ratio), "give a fraction between 0 and 1");
+  STRATA_CHECK(!(opts_.offload_optimizer || opts_.offload_param) || tiers_,
+               "ZeroEngine: offload without a tier manager", "this is a bug in the caller");
   if (opts_.overlap_comm) stream_ = be_.make_stream("zero:comm");
 }
 
@@ -54,7 +70,33 @@ void ZeroEngine::submit(F&& work) {
 }
 
 void ZeroEngine::drain() {
-  if (stream_) stream_->synchronize();
+  if (!stream_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  stream_->synchronize();
+  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Waits, on the compute thread, for the host side's queued work (copies, CPU Adam).
+void ZeroEngine::wait_host() {
+  if (!tiers_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  tiers_->d2h().synchronize();
+  tiers_->host_sum().synchronize();
+  tiers_->host().synchronize();
+  tiers_->h2d().synchronize();
+  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+float* ZeroEngine::master_at(int64_t off) {
+  return off < host_begin_ || !host_ ? shard_master_.as<float>() + off : host_->master_mut() + (off - host_begin_);
+}
+
+void* ZeroEngine::device_compute_at(int64_t off) {
+  // Where an updated host chunk goes on the device: the compute shard (16-bit runs), or the
+  // f32 master mirror that stages 1-3 gather from in f32 runs; nothing with --offload-param.
+  if (opts_.offload_param) return nullptr;
+  if (low_precision()) return static_cast<char*>(shard_compute_.data()) + size_t(off) * dtype_size(buf_.compute_dtype);
+  return shard_master_.as<float>() + off;
 }
 
 void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
@@ -79,14 +121,35 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   for (size_t g = 0; g < lay.sub_groups().size(); ++g) unit_groups_[size_t(lay.sub_groups()[g].unit)].push_back(int(g));
   const size_t n = size_t(lay.model_elements()), shard = size_t(lay.shard_elements());
 
-  adam_ =
-      std::make_unique<AdamW>(be_, policy_.optimizer_states ? lay.shard_elements() : lay.model_elements(), adam_cfg_);
+  std::vector<AdamW::Group> all_groups;
   if (!policy_.optimizer_states) {
     for (size_t i = 0; i < buf_.params.size(); ++i)
-      groups_.push_back({buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i])});
+      all_groups.push_back({buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i])});
   } else {
     for (const OwnedPiece& piece : lay.owned_pieces(rank_))
-      groups_.push_back({piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)])});
+      all_groups.push_back({piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)])});
+  }
+  // Offload: the top offload_ratio of the shard is the host's, the rest the device's (the
+  // lowest shard offsets are reduced last in backward: updating them on the device right
+  // after backward keeps them off the host's critical path).
+  host_begin_ = int64_t(shard);
+  if (opts_.offload_optimizer) {
+    host_begin_ = std::clamp<int64_t>(int64_t(std::llround((1.0 - opts_.offload_ratio) * double(shard))) / lay.align() *
+                                          lay.align(),
+                                      0, int64_t(shard));
+    if (opts_.offload_ratio == 1.0) host_begin_ = 0;
+  }
+  for (const AdamW::Group& g : all_groups) {  // the device's part of each group
+    const int64_t hi = std::min(g.offset + g.count, policy_.optimizer_states ? host_begin_ : g.offset + g.count);
+    if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay});
+  }
+  adam_ = std::make_unique<AdamW>(be_, policy_.optimizer_states ? host_begin_ : lay.model_elements(), adam_cfg_);
+  if (opts_.offload_optimizer) {
+    AdamWConfig host_cfg = adam_cfg_;
+    host_cfg.kernel.threads = std::max(1, opts_.host_threads);
+    host_ = std::make_unique<HostOptimizer>(*tiers_, host_begin_, int64_t(shard), all_groups, host_cfg,
+                                            opts_.speculative_step, buf_.compute_dtype,
+                                            opts_.offload_param && low_precision());
   }
 
   // Gradients.
@@ -96,11 +159,16 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
     direct_grads_ = grad_dtype_ == DType::f32;
   }
   if (policy_.optimizer_states) {
-    shard_grads_ = be_.allocate(shard * gsz, "zero:grad_shard");
-    shard_master_ = be_.allocate(shard * 4, "zero:master_shard");
+    // On the device: the gradient shard and master of the device's part; in f32 runs the
+    // master doubles as the compute shard, so it spans the whole shard unless parameters
+    // live on the host; the 16-bit compute shard likewise.
+    const size_t dev = size_t(host_begin_);
+    const size_t master = low_precision() || opts_.offload_param ? dev : shard;
+    shard_grads_ = be_.allocate(dev * gsz, "zero:grad_shard");
+    shard_master_ = be_.allocate(master * 4, "zero:master_shard");
     std::memset(shard_grads_.data(), 0, shard_grads_.bytes());
     std::memset(shard_master_.data(), 0, shard_master_.bytes());
-    if (low_precision()) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
+    if (low_precision() && !opts_.offload_param) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
   }
   // Buckets: the reduce plan (all stages but 0, whose all-reduce is chunked by the same size)
   // and the all-gather plan (stages 1-2). Two slots, so one bucket can be filled while
@@ -115,7 +183,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   } else {
     slot = N * rs_plan_.max_width();
     if (!policy_.parameters) slot = std::max<int64_t>(slot, (N * ag_plan_.max_width() * int64_t(esz) + 3) / 4);
-    bucket_out_ = be_.allocate(size_t(rs_plan_.max_width()) * 4, "zero:bucket_out");
+    // Two output slots when offloading, so a bucket's reduction can start while the last
+    // one's output is still being copied to the host.
+    bucket_out_ = be_.allocate(size_t(rs_plan_.max_width()) * 4 * (host_ ? 2 : 1), "zero:bucket_out");
   }
   slot_elems_ = slot;
   // A second slot only matters when one bucket can be waiting for pieces while another
@@ -126,6 +196,21 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   remaining_.assign(rs_plan_.buckets().size(), 0);
   rounds_.assign(rs_plan_.buckets().size(), 0);
   for (size_t k = 0; k < remaining_.size(); ++k) remaining_[k] = N * rs_plan_.buckets()[k].width();
+  if (host_) {
+    // Host chunks: each bucket's host part, cut to fit a staging buffer (f32 gradients).
+    const int64_t most = int64_t(tiers_->staging().buffer_bytes() / 4);
+    bucket_chunks_.assign(rs_plan_.buckets().size(), {});
+    for (size_t k = 0; k < rs_plan_.buckets().size(); ++k) {
+      const Bucket& b = rs_plan_.buckets()[k];
+      for (int64_t a = std::max(b.lo, host_begin_); a < b.hi; a += most) {
+        bucket_chunks_[k].push_back(int(chunks_.size()));
+        chunks_.push_back({int(k), a, std::min(b.hi, a + most)});
+      }
+    }
+    chunk_sq_.assign(chunks_.size(), 0.0);
+    for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
+    for (int i = 0; i < tiers_->staging().count(); ++i) stage_ev_.push_back(be_.make_event());
+  }
 
   // Per-unit gradient scratch (f32) for whatever the model cannot write in place: the
   // embeddings (open through the whole backward) plus two more units in flight.
@@ -170,6 +255,25 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
     gathered_mem_ = be_.allocate(cap, "zero:gathered_params");
     gather_arena_.reset(cap, size_t(units) + 1);
     for (int u = 0; u < units; ++u) gathered_.push_back(be_.make_event());
+    if (opts_.offload_param) {
+      // Each gathered unit's shard pieces come host→device into this arena first.
+      int64_t max_shard = 0;
+      for (int u = 0; u < units; ++u) {
+        const auto& gs = unit_groups_[size_t(u)];
+        if (gs.empty()) continue;
+        const SubGroup& last = lay.sub_groups()[size_t(gs.back())];
+        max_shard = std::max(max_shard, lay.shard_offset(gs.back()) + last.shard - lay.shard_offset(gs.front()));
+      }
+      const size_t fcap = (size_t(opts_.prefetch_depth) + 2) * ((size_t(max_shard) * esz + 63) / 64 * 64);
+      fetch_mem_ = be_.allocate(fcap, "zero:fetched_shards");
+      fetch_arena_.reset(fcap, size_t(units) + 1);
+      fetch_off_.assign(size_t(units), -1);
+      for (int u = 0; u < units; ++u) fetched_.push_back(be_.make_event());
+      int64_t persist_shard = 0;
+      for (const SubGroup& g : lay.sub_groups())
+        if (g.persistent) persist_shard += g.shard;
+      if (persist_shard > 0) persist_stage_ = be_.allocate(size_t(persist_shard) * esz, "zero:persistent_staging");
+    }
   }
 
   // Initial master shard: from the model's full parameters, or unit by unit.
@@ -182,14 +286,27 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
         const SubGroup& g = lay.sub_groups()[size_t(gi)];
         const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard),
                       hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
-        if (hi > lo)
-          std::memcpy(shard_master_.as<float>() + lay.shard_offset(gi), src + (g.flat_begin - model.unit_begin(u)) + lo,
-                      size_t(hi - lo) * 4);
+        // This rank's piece, split where the device's part ends and the host's begins.
+        for (int64_t at = lo; at < hi;) {
+          const int64_t off = lay.shard_offset(gi) + (at - lo);
+          const int64_t end = off < host_begin_ ? std::min(hi, at + (host_begin_ - off)) : hi;
+          std::memcpy(master_at(off), src + (g.flat_begin - model.unit_begin(u)) + at, size_t(end - at) * 4);
+          at = end;
+        }
       }
     }
-    if (low_precision())
-      be_.cast({shard_compute_.data(), buf_.compute_dtype, {int64_t(shard)}, Tier::device},
-               {shard_master_.data(), DType::f32, {int64_t(shard)}, Tier::device});
+    if (host_) {
+      host_->finish_init();
+      const int64_t host_n = int64_t(shard) - host_begin_;
+      if (!low_precision() && !opts_.offload_param)  // the device's f32 mirror of the host part
+        std::memcpy(shard_master_.as<float>() + host_begin_, host_->master(), size_t(host_n) * 4);
+      if (low_precision() && !opts_.offload_param && host_n > 0)
+        cpu::convert_parallel(static_cast<char*>(shard_compute_.data()) + size_t(host_begin_) * esz,
+                              buf_.compute_dtype, host_->master(), DType::f32, size_t(host_n));
+    }
+    if (low_precision() && shard_compute_.data())
+      be_.cast({shard_compute_.data(), buf_.compute_dtype, {host_begin_}, Tier::device},
+               {shard_master_.data(), DType::f32, {host_begin_}, Tier::device});
     if (!policy_.parameters && !buf_.master) publish_params();  // fill the model's 16-bit copy
     if (policy_.parameters) {
       publish_persistent();
@@ -212,7 +329,10 @@ float* ZeroEngine::bucket_slot(int bucket) {
               "raise --reduce-bucket-size (the model's backward does not produce units in layout order)");
 }
 
-void ZeroEngine::begin_step() {
+void ZeroEngine::begin_step(const StepPlan& plan) {
+  plan_ = plan;
+  speculated_ = false;
+  last_micro_ = true;
   if (direct_grads_) std::memset(grads_full_.data(), 0, grads_full_.bytes());
   std::fill(opens_.begin(), opens_.end(), 0);
   std::fill(rounds_.begin(), rounds_.end(), 0);
@@ -228,12 +348,14 @@ void ZeroEngine::open_grads(int unit) {
   }
   const size_t bytes = size_t(model_->unit_count(unit)) * 4;
   int64_t off;
+  const auto t_wait = std::chrono::steady_clock::now();
   while ((off = grad_arena_.allocate(bytes)) < 0)
     STRATA_CHECK(grad_arena_.reclaim_oldest(),
                  "gradient scratch of " + std::to_string(grad_arena_.capacity()) + " bytes cannot hold unit " +
                      std::to_string(unit) + " (" + std::to_string(bytes) +
                      " bytes) with the units still open: " + grad_arena_.describe(),
                  "this is a bug in the engine's plan");
+  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
   grad_block_[size_t(unit)] = off;
   float* scratch = reinterpret_cast<float*>(static_cast<char*>(grad_scratch_mem_.data()) + off);
   std::memset(scratch, 0, bytes);
@@ -245,8 +367,8 @@ void ZeroEngine::close_grads(int unit) {
   const int64_t off = grad_block_[size_t(unit)];
   const bool first = opens_[size_t(unit)] == 1;
   if (policy_.gradients)
-    submit([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
-      reduce_unit_work(int(key & 0xffff), int64_t(key >> 16));
+    submit([this, key = (uint64_t(off) << 17) | (uint64_t(last_micro_) << 16) | uint64_t(unit)] {
+      reduce_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
     });
   else
     submit([this, key = (uint64_t(off) << 17) | (uint64_t(first) << 16) | uint64_t(unit)] {
@@ -267,7 +389,7 @@ void ZeroEngine::close_unit_work(int unit, int64_t scratch_offset, bool first) {
   accumulate_into(dst, grad_dtype_, scratch, model_->unit_count(unit), !first);
 }
 
-void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset) {
+void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
   const PartitionLayout& lay = *layout_;
   const float* scratch =
       reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
@@ -280,27 +402,122 @@ void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset) {
       pack_piece(lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
                  bucket_slot(ref.bucket));
       remaining_[size_t(ref.bucket)] -= int64_t(world_) * (piece.hi - piece.lo);
-      if (remaining_[size_t(ref.bucket)] == 0) reduce_bucket(ref.bucket);
+      if (remaining_[size_t(ref.bucket)] == 0) reduce_bucket(ref.bucket, last);
     }
   }
 }
 
-void ZeroEngine::reduce_bucket(int k) {
+void ZeroEngine::reduce_bucket(int k, bool last) {
   const Bucket& b = rs_plan_.buckets()[size_t(k)];
   float* in = bucket_slot(k);
   const float* out = in;
+  const int o = out_slot_;
   if (distributed()) {
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    if (host_) out_done_[size_t(o)]->synchronize();  // its last host copy has left
     comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
-                          std::span<float>(bucket_out_.as<float>(), size_t(b.width())));
-    out = bucket_out_.as<float>();
+                          std::span<float>(dst, size_t(b.width())));
+    out = dst;
+  } else if (host_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    out_done_[size_t(o)]->synchronize();
+    std::memcpy(dst, in, size_t(b.width()) * 4);
+    out = dst;
   }
-  char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
-  accumulate_into(shard, grad_dtype_, out, b.width(), rounds_[size_t(k)] > 0);
+  const bool first = rounds_[size_t(k)] == 0;
+  const int64_t dev_hi = std::min(b.hi, host_begin_);  // the device's part of the bucket
+  if (dev_hi > b.lo) {
+    char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
+    accumulate_into(shard, grad_dtype_, out, dev_hi - b.lo, !first);
+  }
+  if (host_ && !bucket_chunks_[size_t(k)].empty()) {
+    for (int c : bucket_chunks_[size_t(k)]) offload_chunk(c, o, first, last);
+    tiers_->d2h().record(*out_done_[size_t(o)]);
+    out_slot_ = 1 - out_slot_;
+  }
   ++rounds_[size_t(k)];
   ++stats_.buckets_reduced;
   remaining_[size_t(k)] = int64_t(world_) * b.width();
   for (int& s : slot_bucket_)
     if (s == k) s = -1;
+}
+
+// A reduced chunk's journey: device→host into a staging buffer, accumulated on the host
+// (with its square sum for the norm) and, on the step's last micro-batch with speculation,
+// updated by the CPU Adam with its new parameters going host→device. Each stage waits for
+// the previous one by event; the staging buffer is free when the last stage is done.
+void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
+  tier::TierManager& tm = *tiers_;
+  const HostChunk& ch = chunks_[size_t(c)];
+  const Bucket& b = rs_plan_.buckets()[size_t(ch.bucket)];
+  const int s = tm.staging().acquire();
+  Event& ev = *stage_ev_[size_t(s)];
+  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width()) + (ch.lo - b.lo);
+  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(first);
+  tm.d2h().launch_host([this, key, src] {
+    const HostChunk& h = chunks_[size_t(key >> 32)];
+    std::memcpy(tiers_->staging().data(int((key >> 1) & 0x7fff)), src, size_t(h.hi - h.lo) * 4);
+    tiers_->count(tier::Edge::d2h, size_t(h.hi - h.lo) * 4);
+  });
+  tm.d2h().record(ev);
+  tm.host_sum().wait(ev);
+  tm.host_sum().launch_host([this, key] {
+    const int chunk = int(key >> 32);
+    const void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
+    chunk_sq_[size_t(chunk)] = host_->accumulate(chunks_[size_t(chunk)], static_cast<const float*>(staging), key & 1);
+  });
+  tm.host_sum().record(ev);
+  const bool update = last && host_->speculative();
+  if (update) {
+    tm.host().wait(ev);
+    tm.host().launch_host([this, key] {
+      void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
+      host_->update(chunks_[size_t(key >> 32)], plan_.lr, plan_.grad_scale, plan_.t,
+                    device_compute_at(0) ? staging : nullptr);
+    });
+    tm.host().record(ev);
+  }
+  if (update && device_compute_at(0)) {
+    tm.h2d().wait(ev);
+    tm.h2d().launch_host([this, key] {
+      const HostChunk& h = chunks_[size_t(key >> 32)];
+      const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
+      std::memcpy(device_compute_at(h.lo), tiers_->staging().data(int((key >> 1) & 0x7fff)), bytes);
+      tiers_->count(tier::Edge::h2d, bytes);
+    });
+    tm.h2d().record(ev);
+  }
+  tm.staging().release_after(s, ev);
+  if (update) speculated_ = true;
+}
+
+// The host part of the step once the norm is known: an update (not speculated, or redone
+// with the real clip scale) or, after an overflow, a restore of the speculative copy-out.
+void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t, bool restore) {
+  tier::TierManager& tm = *tiers_;
+  const int s = tm.staging().acquire();
+  Event& ev = *stage_ev_[size_t(s)];
+  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
+  tm.host().launch_host([this, key, lr, grad_scale, t] {
+    const HostChunk& h = chunks_[size_t(key >> 32)];
+    void* staging = device_compute_at(0) ? tiers_->staging().data(int((key >> 1) & 0x7fff)) : nullptr;
+    if (key & 1)
+      host_->restore(h, staging);
+    else
+      host_->update(h, lr, grad_scale, t, staging);
+  });
+  tm.host().record(ev);
+  if (device_compute_at(0)) {
+    tm.h2d().wait(ev);
+    tm.h2d().launch_host([this, key] {
+      const HostChunk& h = chunks_[size_t(key >> 32)];
+      const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
+      std::memcpy(device_compute_at(h.lo), tiers_->staging().data(int((key >> 1) & 0x7fff)), bytes);
+      tiers_->count(tier::Edge::h2d, bytes);
+    });
+    tm.h2d().record(ev);
+  }
+  tm.staging().release_after(s, ev);
 }
 
 void ZeroEngine::reduce_stage0() {
@@ -335,7 +552,7 @@ void ZeroEngine::reduce_stage1() {
           lay, b, piece,
           static_cast<const char*>(grads_full_.data()) + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * gsz,
           grad_dtype_, slot);
-    reduce_bucket(int(k));
+    reduce_bucket(int(k), true);
   }
 }
 
@@ -356,7 +573,14 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part) {
                           Tier::device});
   } else {
     if (!policy_.gradients) reduce_stage1();
-    sq = be_.sum_squares({shard_grads_.data(), grad_dtype_, {layout_->shard_elements()}, Tier::device});
+    sq = be_.sum_squares({shard_grads_.data(), grad_dtype_, {host_begin_}, Tier::device});
+    if (host_) {  // the host's part: its chunks' square sums, in chunk order
+      const auto t0 = std::chrono::steady_clock::now();
+      tiers_->d2h().synchronize();
+      tiers_->host_sum().synchronize();
+      stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (double c : chunk_sq_) sq += c;
+    }
   }
   // One all-reduce agrees on the loss, the norm and overflow (a non-finite square sum).
   double v[3] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0};
@@ -367,6 +591,20 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part) {
 // ---------------------------------------------------------------- optimizer and parameters
 
 bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
+  if (host_) {
+    // The host's part: speculated during backward with the step's plan. Same lr, scale and
+    // t (no clipping) → keep it; otherwise redo it from the committed copy. Without
+    // speculation it runs now, concurrently with the device's part below.
+    const bool valid = speculated_ && lr == plan_.lr && grad_scale == plan_.grad_scale && t == plan_.t;
+    if (speculated_ && !valid) {
+      wait_host();
+      ++stats_.speculative_redos;
+    }
+    if (!valid)
+      for (size_t c = 0; c < chunks_.size(); ++c) host_update_chunk(int(c), lr, grad_scale, t, false);
+    else
+      ++stats_.speculative_commits;
+  }
   bool nonfinite;
   if (!policy_.optimizer_states) {
     nonfinite = adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
@@ -376,6 +614,10 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
         adam_->step(shard_master_.as<float>(), shard_grads_.data(), grad_dtype_,
                     low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
   }
+  if (host_) {
+    wait_host();
+    host_->commit();
+  }
   finish_step();
   if (policy_.optimizer_states && !policy_.parameters) publish_params();
   if (policy_.parameters) publish_persistent();
@@ -383,7 +625,15 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
   return nonfinite;
 }
 
-void ZeroEngine::skip_step() { finish_step(); }
+void ZeroEngine::skip_step() {
+  if (host_ && speculated_) {  // undo the speculative copy-out: the committed state stands
+    wait_host();
+    for (size_t c = 0; c < chunks_.size(); ++c) host_update_chunk(int(c), 0, 0, 0, true);
+    wait_host();
+    ++stats_.speculative_discards;
+  }
+  finish_step();
+}
 
 void ZeroEngine::finish_step() {
   // Gathered parameters are stale after the update (and unneeded after a skipped one).
@@ -435,17 +685,32 @@ void ZeroEngine::publish_persistent() {
   if (persistent_.bytes() == 0) return;
   submit([this] {
     const PartitionLayout& lay = *layout_;
+    const size_t esz = dtype_size(buf_.compute_dtype);
+    int64_t staged = 0;  // --offload-param: the slices come host→device first
     for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
       if (persistent_offset_[g] < 0) continue;
       const SubGroup& s = lay.sub_groups()[g];
+      const char* shard = static_cast<const char*>(shard_source());
+      int64_t off = lay.shard_offset(int(g));
+      if (opts_.offload_param) {
+        char* dst = static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz;
+        std::memcpy(dst, shard + size_t(off) * esz, size_t(s.shard) * esz);
+        tiers_->count(tier::Edge::h2d, size_t(s.shard) * esz);
+        shard = dst, off = 0, staged += s.shard;
+      }
       if (low_precision())
-        gather_group(s, lay.shard_offset(int(g)), static_cast<const uint16_t*>(shard_compute_.data()),
-                     persistent_.as<uint16_t>() + persistent_offset_[g]);
+        gather_group(s, off, reinterpret_cast<const uint16_t*>(shard), persistent_.as<uint16_t>() + persistent_offset_[g]);
       else
-        gather_group(s, lay.shard_offset(int(g)), shard_master_.as<float>(),
-                     persistent_.as<float>() + persistent_offset_[g]);
+        gather_group(s, off, reinterpret_cast<const float*>(shard), persistent_.as<float>() + persistent_offset_[g]);
     }
   });
+}
+
+// Where stage 3 gathers parameters from: this rank's compute shard on the device, or with
+// --offload-param its home in host RAM (the committed copy).
+const void* ZeroEngine::shard_source() const {
+  if (opts_.offload_param) return low_precision() ? host_->compute() : static_cast<const void*>(host_->master());
+  return low_precision() ? shard_compute_.data() : shard_master_.data();
 }
 
 void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
@@ -455,6 +720,14 @@ void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
   const PartitionLayout& lay = *layout_;
   const size_t esz = dtype_size(buf_.compute_dtype);
   char* dst = static_cast<char*>(gathered_mem_.data()) + offset;
+  // The shard pieces: on the device, or fetched there from the host (shard offsets from the
+  // unit's first).
+  const char* shard = static_cast<const char*>(shard_source());
+  int64_t base = 0;
+  if (opts_.offload_param) {
+    shard = static_cast<const char*>(fetch_mem_.data()) + fetch_off_[size_t(unit)];
+    base = unit_shard_begin(unit);
+  }
   for (int gi : unit_groups_[size_t(unit)]) {
     const SubGroup& g = lay.sub_groups()[size_t(gi)];
     char* at = dst + size_t(g.flat_begin - model_->unit_begin(unit)) * esz;
@@ -462,12 +735,50 @@ void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
       std::memcpy(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
                   size_t(g.count) * esz);
     } else if (low_precision()) {
-      gather_group(g, lay.shard_offset(gi), static_cast<const uint16_t*>(shard_compute_.data()),
+      gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
                    reinterpret_cast<uint16_t*>(at));
     } else {
-      gather_group(g, lay.shard_offset(gi), shard_master_.as<float>(), reinterpret_cast<float*>(at));
+      gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const float*>(shard), reinterpret_cast<float*>(at));
     }
   }
+}
+
+int64_t ZeroEngine::unit_shard_begin(int unit) const {
+  const auto& gs = unit_groups_[size_t(unit)];
+  return gs.empty() ? 0 : layout_->shard_offset(gs.front());
+}
+
+int64_t ZeroEngine::unit_shard_end(int unit) const {
+  const auto& gs = unit_groups_[size_t(unit)];
+  return gs.empty() ? 0 : layout_->shard_offset(gs.back()) + layout_->sub_groups()[size_t(gs.back())].shard;
+}
+
+// --offload-param: the unit's shard pieces host→device (h2d stream) into the fetch arena;
+// the gather on the communication stream waits for them.
+void ZeroEngine::fetch_unit(int unit) {
+  const size_t esz = dtype_size(buf_.compute_dtype);
+  const size_t bytes = size_t(unit_shard_end(unit) - unit_shard_begin(unit)) * esz;
+  int64_t off;
+  while ((off = fetch_arena_.allocate(bytes)) < 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    STRATA_CHECK(fetch_arena_.reclaim_oldest(), "stage 3: the fetched-shard arena cannot hold unit " + std::to_string(unit),
+                 "this is a bug in the engine's plan");
+    stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  fetch_off_[size_t(unit)] = off;
+  tiers_->h2d().launch_host([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
+    const int u = int(key & 0xffff);
+    const size_t esz = dtype_size(buf_.compute_dtype);
+    const size_t n = size_t(unit_shard_end(u) - unit_shard_begin(u)) * esz;
+    std::memcpy(static_cast<char*>(fetch_mem_.data()) + (key >> 16),
+                static_cast<const char*>(shard_source()) + size_t(unit_shard_begin(u)) * esz, n);
+    tiers_->count(tier::Edge::h2d, n);
+  });
+  tiers_->h2d().record(*fetched_[size_t(unit)]);
+  if (stream_)
+    stream_->wait(*fetched_[size_t(unit)]);
+  else
+    fetched_[size_t(unit)]->synchronize();
 }
 
 void ZeroEngine::release_unit(int unit) {
@@ -496,10 +807,17 @@ bool ZeroEngine::gather_ahead(int unit, int pass, bool evict) {
     release_unit(victim);
   }
   resident_[size_t(unit)] = {off, pass, 0};
+  if (opts_.offload_param) fetch_unit(unit);
   submit([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
     gather_unit_work(int(key & 0xffff), int64_t(key >> 16));
   });
   if (stream_) stream_->record(*gathered_[size_t(unit)]);
+  if (opts_.offload_param) {
+    if (stream_)
+      fetch_arena_.release_after(fetch_off_[size_t(unit)], gathered_[size_t(unit)].get());
+    else
+      fetch_arena_.release(fetch_off_[size_t(unit)]);
+  }
   return true;
 }
 
@@ -536,7 +854,11 @@ void ZeroEngine::acquire_params(int unit) {
       ++stats_.gathers_prefetched;
     }
   }
-  gathered_[size_t(unit)]->synchronize();
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    gathered_[size_t(unit)]->synchronize();
+    stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   model_->set_unit_params(unit, static_cast<char*>(gathered_mem_.data()) + resident_[size_t(unit)].offset);
 }
 
@@ -551,9 +873,14 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
     std::memcpy(out.data(), buf_.master, out.size() * 4);
     return;
   }
+  wait_host();
+  // This rank's master shard, from the device and (offloaded part) the host.
+  std::vector<float> mine(static_cast<size_t>(lay.shard_elements()));
+  if (host_begin_ > 0) std::memcpy(mine.data(), shard_master_.data(), size_t(host_begin_) * 4);
+  if (host_) std::memcpy(mine.data() + host_begin_, host_->master(), (mine.size() - size_t(host_begin_)) * 4);
   std::vector<float> padded(static_cast<size_t>(lay.padded_elements()));
   for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-    gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), shard_master_.as<float>(),
+    gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), mine.data(),
                  padded.data() + lay.sub_groups()[g].storage_offset);
   for (const SubGroup& g : lay.sub_groups())
     std::memcpy(out.data() + g.flat_begin, padded.data() + g.storage_offset, size_t(g.count) * 4);
@@ -565,8 +892,11 @@ size_t ZeroEngine::grad_bytes() const { return policy_.gradients ? shard_grads_.
 
 size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() + shard_master_.bytes(); }
 
+size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
+
 size_t ZeroEngine::comm_buffer_bytes() const {
   return bucket_mem_.bytes() + bucket_out_.bytes() + grad_scratch_mem_.bytes() + gathered_mem_.bytes() +
+         fetch_mem_.bytes() + persist_stage_.bytes() +
          (policy_.gradients ? 0 : shard_grads_.bytes()) + (policy_.parameters ? 0 : shard_compute_.bytes());
 }
 

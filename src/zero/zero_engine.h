@@ -18,6 +18,13 @@
 // The model's gradients always come from the engine (UnitHooks), in the gradient dtype: f32
 // in f32 runs, the compute dtype (bf16/f16) in mixed precision, as the paper counts them.
 // Communication work runs on its own stream (--overlap-comm), never on the compute thread.
+//
+// Offload (S4, with a TierManager): the top --offload-ratio of the shard keeps its master,
+// m, v and gradient accumulator in host RAM. Each reduced bucket's host part goes
+// device→host through the pinned staging pool as soon as it is reduced, is accumulated on
+// the host, and — on the step's last micro-batch — updated by the CPU Adam while backward
+// continues (speculatively, see host_optimizer.h), its new parameters copied back
+// host→device. The rest of the shard is updated on the device after backward.
 #pragma once
 #include <memory>
 #include <span>
@@ -28,7 +35,9 @@
 #include "model/unit_hooks.h"
 #include "zero/access_order.h"
 #include "zero/adamw.h"
+#include "tier/tier_manager.h"
 #include "zero/bucket_plan.h"
+#include "zero/host_optimizer.h"
 #include "zero/partition.h"
 #include "zero/unit_arena.h"
 
@@ -48,6 +57,21 @@ struct ZeroOptions {
   int64_t param_persistence_threshold = 100000;  // stage 3: parameters below this many elements stay whole
   int64_t max_live_params = 0;                   // stage 3: gathered elements at once (0: from the prefetch depth)
   bool overlap_comm = true;                      // communication on its own stream
+  // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
+  // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
+  // shard in host RAM too (then the whole optimizer is offloaded).
+  bool offload_optimizer = false;  // --offload-optimizer cpu
+  double offload_ratio = 1.0;      // --offload-ratio
+  bool offload_param = false;      // --offload-param cpu (stage 3)
+  bool speculative_step = true;    // host Adam during backward, rolled back when needed
+  int host_threads = 1;            // CPU Adam threads on the host side
+};
+
+// What the trainer knows before a step's backward (for speculative offloaded updates).
+struct StepPlan {
+  float lr = 0;
+  float grad_scale = 1;  // 1 / loss scale; clipping changes it later
+  int64_t t = 1;         // the update this step would apply, from 1
 };
 
 struct ModelBuffers {
@@ -69,12 +93,15 @@ struct ZeroStats {
   int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers
   int64_t buckets_reduced = 0;
   size_t live_param_high_water = 0;  // bytes of gathered parameters at once (stage 3)
+  int64_t speculative_commits = 0, speculative_redos = 0, speculative_discards = 0;
+  double blocked_s = 0;  // the compute thread's time waiting on other engines
 };
 
 class ZeroEngine final : public UnitHooks {
  public:
-  // comm may be null (one rank, no communication).
-  ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam);
+  // comm may be null (one rank, no communication); tiers is needed to offload.
+  ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options, AdamWConfig adam,
+             tier::TierManager* tiers = nullptr);
   ~ZeroEngine() override;
 
   // What the model allocates itself. Its gradients always come from the engine's hooks.
@@ -93,7 +120,9 @@ class ZeroEngine final : public UnitHooks {
   const PartitionLayout& layout() const { return *layout_; }
   const ZeroStats& stats() const { return stats_; }
 
-  void begin_step();
+  void begin_step(const StepPlan& plan = {});
+  // Micro-batch i of n starts (its backward is the last of the step when i == n - 1).
+  void begin_micro(int i, int n) { last_micro_ = i == n - 1; }
   // After the step's backward passes: combine gradients across ranks as the stage says and
   // agree on the loss (Σ of loss_part over ranks), the global gradient norm and overflow.
   ReducedStep reduce_gradients(double loss_part);
@@ -119,6 +148,8 @@ class ZeroEngine final : public UnitHooks {
   size_t grad_bytes() const;             // full gradients (stages 0-1) or this rank's shard (2-3)
   size_t optimizer_state_bytes() const;  // m, v and the master shard
   size_t comm_buffer_bytes() const;      // buckets, scratch, gather arena, staging shards
+  size_t host_bytes() const;             // host RAM held for offloaded states
+  Stream* comm_stream() { return stream_.get(); }
 
  private:
   bool distributed() const { return comm_ && world_ > 1; }
@@ -129,8 +160,12 @@ class ZeroEngine final : public UnitHooks {
   void finish_step();
   // Work on the communication stream.
   void close_unit_work(int unit, int64_t scratch_offset, bool first);  // stages 0-1, 16-bit
-  void reduce_unit_work(int unit, int64_t scratch_offset);             // stages 2-3
-  void reduce_bucket(int bucket);
+  void reduce_unit_work(int unit, int64_t scratch_offset, bool last);  // stages 2-3
+  void reduce_bucket(int bucket, bool last_micro);
+  void offload_chunk(int chunk, int out_slot, bool first, bool last);  // d2h → host sum → Adam → h2d
+  void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
+  void wait_host();
+  void* device_compute_at(int64_t shard_offset);  // where a chunk's updated parameters go on the device
   void gather_unit_work(int unit, int64_t offset);  // stage 3
   void publish_persistent();                        // stage 3
   // Main thread.
@@ -141,10 +176,16 @@ class ZeroEngine final : public UnitHooks {
   bool gather_ahead(int unit, int pass, bool evict);
   template <typename T>
   void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
+  void fetch_unit(int unit);  // stage 3 with --offload-param: host shard → device, then gather
+  float* master_at(int64_t shard_offset);  // this rank's f32 master, wherever it lives
+  const void* shard_source() const;        // stage 3 gathers from here
+  int64_t unit_shard_begin(int unit) const;
+  int64_t unit_shard_end(int unit) const;
   float* bucket_slot(int bucket);
 
   Backend& be_;
   Communicator* comm_;
+  tier::TierManager* tiers_;
   ZeroOptions opts_;
   int rank_ = 0, world_ = 1;
   StagePolicy policy_;
@@ -192,6 +233,23 @@ class ZeroEngine final : public UnitHooks {
   int current_unit_ = -1, pending_release_ = -1;
   int64_t use_clock_ = 0;
   size_t slack_elems_ = 0;  // padding a gathered sub-group may write past its unit
+  bool last_micro_ = true;
+
+  // Offload (S4): the host part [host_begin_, shard) of this rank's optimizer.
+  int64_t host_begin_ = 0;
+  std::unique_ptr<HostOptimizer> host_;
+  std::vector<HostChunk> chunks_;
+  std::vector<std::vector<int>> bucket_chunks_;  // per reduce bucket
+  std::vector<double> chunk_sq_;                 // per chunk: Σ g² (summed in chunk order)
+  StepPlan plan_;
+  bool speculated_ = false;                       // this step's host chunks were updated speculatively
+  std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
+  std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
+  int out_slot_ = 0;
+  UnitArena fetch_arena_;  // stage 3 --offload-param: the units' shard pieces on the device
+  Buffer fetch_mem_, persist_stage_;
+  std::vector<int64_t> fetch_off_;  // per unit: its block in fetch_mem_ (bytes)
+  std::vector<std::unique_ptr<Event>> fetched_;
 };
 
 }  // namespace strata::zero

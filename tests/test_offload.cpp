@@ -1,0 +1,187 @@
+// Tiers and offload under real mpirun (1-4 ranks): every offload combination at stages 1-3
+// gives the per-step losses and final parameters of the single-rank, non-offloaded run
+// within the S3 tolerance (f32: |Δloss| <= 1e-5 at each of 20 steps, parameters within
+// 5e-5 + 1e-4·|ref|); the speculative host update is redone when clipping demands it and
+// discarded on an fp16 overflow; the host tier's budget is enforced.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "comm/mpi_comm.h"
+#include "mpi_test_main.h"
+#include "test_util.h"
+#include "train/trainer.h"
+
+namespace strata {
+namespace {
+
+MpiComm* world = nullptr;
+constexpr int kGlobalBatch = 24;
+
+TrainOptions base(const std::string& tag) {
+  TrainOptions o;
+  o.model = test::source_path("configs/gpt2-tiny-bytes.json");
+  o.data = test::source_path("data/default.txt");
+  o.steps = 20;
+  o.seq_len = 16;
+  o.warmup = 3;
+  o.lr = 1e-3;
+  o.quiet = true;
+  o.keep_final_params = true;
+  o.out = (std::filesystem::temp_directory_path() /
+           ("strata_offload_" + tag + "_" + std::to_string(getpid()) + "_r" + std::to_string(world->rank())))
+              .string();
+  return o;
+}
+
+struct Case {
+  int stage = 1, accum = 1;
+  std::string optimizer = "cpu", param = "none";
+  double ratio = 1.0;
+  bool speculative = true;
+  DType precision = DType::f32;
+  double grad_clip = 1.0;
+  int initial_scale_power = 16;
+  std::string name() const {
+    return "stage " + std::to_string(stage) + ", accum " + std::to_string(accum) + ", optimizer " + optimizer +
+           " (ratio " + std::to_string(ratio) + (speculative ? ", speculative" : ", exact") + "), param " + param +
+           ", " + std::string(dtype_name(precision)) + ", clip " + std::to_string(grad_clip) + ", " +
+           std::to_string(world->size()) + " ranks";
+  }
+};
+
+TrainOptions options_for(const Case& c, bool distributed) {
+  TrainOptions o = base(distributed ? "dist" : "ref");
+  o.grad_accum = c.accum;
+  o.precision = c.precision;
+  o.grad_clip = c.grad_clip;
+  o.initial_scale_power = c.initial_scale_power;
+  o.loss_scale_window = 5;
+  o.micro_batch = kGlobalBatch / c.accum / (distributed ? world->size() : 1);
+  if (distributed) {
+    o.comm = world;
+    o.zero_stage = c.stage;
+    o.sub_group_size = 700;
+    o.reduce_bucket_size = 1500;  // several buckets, cut across sub-groups
+    o.allgather_bucket_size = 2500;
+    o.param_persistence_threshold = 300;
+    o.offload_optimizer = c.optimizer;
+    o.offload_param = c.param;
+    o.offload_ratio = c.ratio;
+    o.speculative_step = c.speculative;
+    o.pin_buffer_count = 3;
+    o.pin_buffer_size = 4096;  // chunks smaller than a bucket
+  }
+  return o;
+}
+
+const TrainResult& reference(const Case& c) {
+  static std::map<std::string, TrainResult> cache;
+  const std::string key = std::to_string(c.accum) + std::string(dtype_name(c.precision)) + std::to_string(c.grad_clip) +
+                          "/" + std::to_string(c.initial_scale_power);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, train(options_for(c, false))).first;
+  return it->second;
+}
+
+TrainResult expect_equivalent(const Case& c) {
+  const TrainResult& a = reference(c);
+  const TrainResult b = train(options_for(c, true));
+  EXPECT_EQ(a.steps.size(), b.steps.size());
+  const bool f16 = c.precision == DType::f16;
+  for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i) {
+    EXPECT_NEAR(b.steps[i].loss, a.steps[i].loss, f16 ? 2e-3 : 1e-5) << c.name() << ", step " << i + 1;
+    EXPECT_EQ(b.steps[i].skipped, a.steps[i].skipped) << c.name() << ", step " << i + 1;
+  }
+  test::expect_close(b.final_params.data(), a.final_params.data(), a.final_params.size(), f16 ? 2e-3 : 5e-5,
+                     f16 ? 2e-2 : 1e-4, "final parameters, " + c.name());
+  EXPECT_EQ(b.steady_state_allocations, 0u) << c.name();
+  if (c.ratio > 0) {
+    EXPECT_GT(b.host_bytes, 0u) << c.name();
+  }
+  return b;
+}
+
+TEST(Offload, OptimizerOnTheHostMatchesEveryStage) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    for (int accum : {1, 2}) {
+      const TrainResult r = expect_equivalent({.stage = stage, .accum = accum});
+      // Kept unless the step clipped (early steps here have norms above 1): then redone.
+      EXPECT_EQ(r.speculative_commits + r.speculative_redos, 20);
+      EXPECT_GT(r.speculative_commits, 0);
+      EXPECT_GT(r.steps.back().timeline.d2h_bytes, 0u);
+      EXPECT_GT(r.steps.back().timeline.h2d_bytes, 0u);
+    }
+  }
+}
+
+TEST(Offload, PartOfTheOptimizerStaysOnTheDevice) {
+  for (int stage = 1; stage <= 3; ++stage)
+    for (double ratio : {0.5, 0.0}) expect_equivalent({.stage = stage, .accum = 2, .ratio = ratio});
+}
+
+TEST(Offload, ParametersOnTheHost) {
+  for (int accum : {1, 2}) expect_equivalent({.stage = 3, .accum = accum, .param = "cpu"});
+  expect_equivalent({.stage = 3, .param = "cpu", .precision = DType::bf16});
+}
+
+TEST(Offload, ExactModeUpdatesAfterTheNorm) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    const TrainResult r = expect_equivalent({.stage = stage, .accum = 2, .speculative = false});
+    EXPECT_EQ(r.speculative_commits + r.speculative_redos, 0);
+  }
+  expect_equivalent({.stage = 3, .param = "cpu", .speculative = false});
+}
+
+// Clipping on every step: each speculative update (made with scale 1) is redone from the
+// committed copy with the clip scale, and the run still matches the reference.
+TEST(Offload, ClippingRedoesTheSpeculativeUpdate) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    const TrainResult r = expect_equivalent({.stage = stage, .grad_clip = 0.05});
+    EXPECT_EQ(r.speculative_redos, 20) << "stage " << stage;
+    EXPECT_EQ(r.speculative_commits, 0) << "stage " << stage;
+  }
+  expect_equivalent({.stage = 3, .param = "cpu", .grad_clip = 0.05});
+}
+
+// fp16 overflow: the speculative update is discarded (its copy-out undone), the step skipped
+// on every rank, exactly as without offload.
+TEST(Offload, Fp16OverflowDiscardsTheSpeculativeUpdate) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    const TrainResult r =
+        expect_equivalent({.stage = stage, .precision = DType::f16, .initial_scale_power = 24});
+    EXPECT_GT(r.speculative_discards, 0) << "stage " << stage;
+  }
+  const TrainResult r =
+      expect_equivalent({.stage = 3, .param = "cpu", .precision = DType::f16, .initial_scale_power = 24});
+  EXPECT_GT(r.speculative_discards, 0);
+}
+
+TEST(Offload, HostBudgetIsEnforcedWithAClearError) {
+  TrainOptions o = options_for({.stage = 2}, true);
+  o.host_mem = 10000;  // less than the staging pool (3 × 4 KiB)
+  try {
+    train(o);
+    ADD_FAILURE() << "expected a host budget error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("host memory budget exceeded"), std::string::npos) << m;
+    EXPECT_NE(m.find("--host-mem"), std::string::npos) << m;
+  }
+}
+
+TEST(Offload, BadCombinationsAreRefused) {
+  TrainOptions o = options_for({.stage = 0}, true);
+  EXPECT_THROW(train(o), Error) << "stage 0 has no partitioned optimizer to offload";
+  o = options_for({.stage = 2, .param = "cpu"}, true);
+  EXPECT_THROW(train(o), Error) << "parameters are offloaded only at stage 3";
+  o = options_for({.stage = 3, .param = "cpu", .ratio = 0.5}, true);
+  EXPECT_THROW(train(o), Error) << "parameter offload needs the whole optimizer on the host";
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) { return strata::test::run_mpi_tests(argc, argv, strata::world, 120.0); }
