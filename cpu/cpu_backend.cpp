@@ -1,5 +1,7 @@
 #include "cpu/cpu_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,6 +23,9 @@ CpuBackend::CpuBackend(CpuBackendOptions opts)
 
 Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) {
   budget_.charge(bytes, "'" + tag + "'");
+  // STRATA_TRACE_ALLOC=1 lists every device allocation (what fills a budget).
+  static const bool trace = std::getenv("STRATA_TRACE_ALLOC") != nullptr;
+  if (trace) std::fprintf(stderr, "strata: device allocation '%s' %zu bytes\n", tag.c_str(), bytes);
   void* p = nullptr;
   try {
     p = host_alloc(bytes, tag.c_str());

@@ -55,6 +55,30 @@ case $case_name in
                --param-persistence-threshold --max-live-params --loss-scale --initial-scale-power; do
       grep -q -- "$opt" "$tmp/h" || fail "strata train --help lacks $opt"
     done ;;
+  bench_offload_smoke)
+    "$bin" bench offload --model configs/gpt2-tiny-bytes.json --seq-len 16 --steps 1 --warmup 1 >"$tmp/out" 2>"$tmp/err" ||
+      fail "bench offload failed: $(cat "$tmp/err")"
+    last=$(tail -1 "$tmp/out")
+    for k in overlap step_ratio busy_s cpu_adam d2h_bytes; do grep -q "\"$k\"" <<<"$last" || fail "JSON lacks $k: $last"; done
+    echo "ok: $(head -c 200 <<<"$last")" ;;
+  train_offload)
+    "$bin" train --steps 4 --zero-stage 3 --offload-optimizer cpu --offload-param cpu --activation-checkpointing \
+      --offload-activations cpu --log-every 1 --out "$tmp/run" 2>"$tmp/err" || fail "offloaded training failed: $(cat "$tmp/err")"
+    for k in timeline overlap cpu_adam host_bytes d2h h2d; do grep -q "\"$k\"" "$tmp/run/metrics.jsonl" || fail "metrics lack $k"; done
+    expect_error 2 "\-\-offload-optimizer" -- train --offload-optimizer gpu
+    expect_error 1 "zero-stage" -- train --offload-optimizer cpu --steps 1
+    echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;
+  pin_limit)
+    # The staging pool is page-locked: a too-low `ulimit -l` must say so (root is exempt, so
+    # the check runs as nobody).
+    if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null; then echo "skip: needs root and setpriv"; exit 77; fi
+    chmod 777 "$tmp"
+    setpriv --reuid=65534 --regid=65534 --clear-groups bash -c \
+      "ulimit -l 64; '$bin' train --zero-stage 1 --offload-optimizer cpu --steps 1 --out '$tmp/run'" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -ne 0 ]] || fail "page-locking past ulimit -l succeeded?"
+    grep -q "ulimit -l" "$tmp/err" || fail "no ulimit hint: $(cat "$tmp/err")"
+    echo "ok: $(head -c 300 "$tmp/err")" ;;
   train_fp16)
     "$bin" train --steps 6 --precision f16 --initial-scale-power 30 --log-every 1 --out "$tmp/run" 2>"$tmp/err" ||
       fail "fp16 training failed: $(cat "$tmp/err")"

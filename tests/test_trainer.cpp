@@ -124,6 +124,32 @@ TEST(Trainer, Fp16OverflowSkipsTheStepAndLowersTheScale) {
       << "a skipped step must leave the parameters untouched";
 }
 
+// Checkpointing recomputes each layer in backward from its output-only checkpoint: the same
+// operations on the same inputs, so the run is bit-identical, with less device memory; the
+// same with the checkpoints kept in host RAM.
+TEST(Trainer, ActivationCheckpointingIsExact) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    TrainOptions a = small_run("ckpt_off"), b = small_run("ckpt_on"), c = small_run("ckpt_host");
+    a.steps = b.steps = c.steps = 8;
+    a.precision = b.precision = c.precision = dt;
+    a.device_threads = b.device_threads = c.device_threads = 2;
+    b.activation_checkpointing = c.activation_checkpointing = true;
+    c.offload_activations = "cpu";
+    const TrainResult ra = train(a), rb = train(b), rc = train(c);
+    for (size_t i = 0; i < ra.steps.size(); ++i) {
+      EXPECT_EQ(rb.steps[i].loss, ra.steps[i].loss) << dtype_name(dt) << " step " << i + 1;
+      EXPECT_EQ(rc.steps[i].loss, ra.steps[i].loss) << dtype_name(dt) << " step " << i + 1;
+    }
+    EXPECT_LT(rb.device_high_water, ra.device_high_water);
+    EXPECT_LT(rc.device_high_water, rb.device_high_water) << "the checkpoints left the device";
+    EXPECT_GT(rc.steps.back().timeline.d2h_bytes, 0u);
+    EXPECT_GT(rc.steps.back().timeline.h2d_bytes, 0u);
+  }
+  TrainOptions bad = small_run("ckpt_bad");
+  bad.offload_activations = "cpu";  // without checkpointing there is nothing to offload
+  EXPECT_THROW(train(bad), Error);
+}
+
 TEST(Trainer, BadInputIsAClearError) {
   TrainOptions o = small_run("bad");
   o.data = "/nonexistent.txt";

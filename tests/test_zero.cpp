@@ -154,7 +154,7 @@ uint64_t expected_elements(const Case& c, int64_t steps, int64_t skipped, int64_
   }
   int64_t logged = 0;
   for (int64_t s = 0; s < steps; ++s) logged += (s + 1) % 10 == 0 || s == 0 || s + 1 == steps;
-  uint64_t once = n1 * uint64_t(4 + logged);  // per-rank memory, comm bytes per logged step
+  uint64_t once = n1 * uint64_t(5 + logged);  // per-rank memory (5 kinds), comm bytes per logged step
   if (c.stage > 0) once += n1 * S;            // the final gather of the parameters (test)
   if (c.stage == 3) once += n1 * S_persist;   // persistent parameters at start-up
   if ((c.stage == 1 || c.stage == 2) && c.precision != DType::f32) once += n1 * S;  // 16-bit copy at start-up

@@ -1,6 +1,12 @@
 #include "backend/buffer.h"
 
+#include <cstring>
+
 namespace strata {
+
+void Buffer::zero() const {
+  if (ptr_ && bytes_) std::memset(ptr_, 0, bytes_);
+}
 
 Buffer::Buffer(void* ptr, size_t bytes, Tier tier, std::string tag, Deleter deleter)
     : ptr_(ptr), bytes_(bytes), tier_(tier), tag_(std::move(tag)), deleter_(std::move(deleter)) {}

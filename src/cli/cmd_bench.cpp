@@ -7,6 +7,7 @@
 #include "bench/bench_adam.h"
 #include "bench/bench_comm.h"
 #include "bench/bench_model.h"
+#include "bench/bench_offload.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
@@ -113,17 +114,64 @@ static int bench_comm_main(int argc, char** argv) {
   return bench::run_comm_bench(b);
 }
 
+static int bench_offload_main(int argc, char** argv) {
+  const bench::OffloadBenchOptions d;
+  cxxopts::Options o(
+      "strata bench offload",
+      "An offloaded step against the same step on the device, with the engines' busy times and overlap.");
+  auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()("model", "model config", str(d.model))("micro-batch", "sequences per step", s(d.micro_batch))(
+      "seq-len", "tokens per sequence", s(d.seq_len))("zero-stage", "1, 2 or 3", s(d.stage))(
+      "precision", "f32 | bf16 | f16", str(d.precision))("warmup", "untimed steps", s(d.warmup))(
+      "steps", "timed steps (their mean is reported)", s(d.steps))("device-threads", "the device's threads",
+                                                                   s(d.device_threads))(
+      "host-threads", "the host's threads", s(d.host_threads))("reduce-bucket-size", "elements per gradient bucket",
+                                                               s(d.reduce_bucket_size))(
+      "offload-param", "none | cpu (stage 3)", str(d.offload_param))(
+      "offload-ratio", "fraction of the optimizer on the host", str("0.85"))("speculative-step", "true | false",
+                                                                             str("true"))("h,help", "show this help");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "bench offload", r)) return *done;
+  bench::OffloadBenchOptions b;
+  try {
+    auto gi = [&](const char* k) { return parse_int(r[k].as<std::string>(), std::string("--") + k); };
+    b.model = r["model"].as<std::string>();
+    b.micro_batch = int(gi("micro-batch"));
+    b.seq_len = int(gi("seq-len"));
+    b.stage = int(gi("zero-stage"));
+    b.precision = r["precision"].as<std::string>();
+    parse_dtype(b.precision);
+    b.warmup = int(gi("warmup"));
+    b.steps = int(gi("steps"));
+    b.device_threads = int(gi("device-threads"));
+    b.host_threads = int(gi("host-threads"));
+    b.reduce_bucket_size = parse_count(r["reduce-bucket-size"].as<std::string>(), "--reduce-bucket-size");
+    b.offload_param = r["offload-param"].as<std::string>();
+    b.offload_ratio = parse_double(r["offload-ratio"].as<std::string>(), "--offload-ratio");
+    b.speculative = r["speculative-step"].as<std::string>() != "false";
+  } catch (const Error& e) {
+    return usage_error("bench offload", e.what_failed());
+  }
+  if (b.stage < 1 || b.stage > 3) return usage_error("bench offload", "--zero-stage must be 1, 2 or 3");
+  if (b.steps < 1 || b.device_threads < 1 || b.host_threads < 1)
+    return usage_error("bench offload", "--steps, --device-threads and --host-threads must be positive");
+  return bench::run_offload_bench(b);
+}
+
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::puts(
         "usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
         "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
-        "  comm    bus bandwidth of each collective (under mpirun)\n");
+        "  comm    bus bandwidth of each collective (under mpirun)\n"
+        "  offload an offloaded step against the same step on the device: busy times and overlap\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "adam")) return bench_adam_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "comm")) return bench_comm_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "offload")) return bench_offload_main(argc - 1, argv + 1);
   return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
 }
 

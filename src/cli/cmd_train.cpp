@@ -72,6 +72,8 @@ int train_main(int argc, char** argv) {
       "device-threads", "CPU backend: threads for the device's ops (0 = auto)", s(d.device_threads))(
       "host-threads", "CPU backend: threads for the host side, CPU Adam and copies (0 = auto)", s(d.host_threads))(
       "bind-cpus", "true: device and host threads on disjoint CPUs when offloading | false", str("true"))(
+      "activation-checkpointing", "keep each layer's output only and recompute the layer in backward")(
+      "offload-activations", "none | cpu: activation checkpoints in host RAM", str(d.offload_activations))(
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
@@ -133,7 +135,8 @@ int train_main(int argc, char** argv) {
     t.host_mem = parse_bytes(r["host-mem"].as<std::string>(), "--host-mem");
     t.offload_optimizer = r["offload-optimizer"].as<std::string>();
     t.offload_param = r["offload-param"].as<std::string>();
-    for (const auto& [k, v] : {std::pair{"--offload-optimizer", t.offload_optimizer}, {"--offload-param", t.offload_param}})
+    for (const auto& [k, v] :
+         {std::pair{"--offload-optimizer", t.offload_optimizer}, {"--offload-param", t.offload_param}})
       if (v != "none" && v != "cpu") return usage_error("train", std::string(k) + ": '" + v + "' is not none or cpu");
     t.offload_ratio = gd("offload-ratio");
     if (!(t.offload_ratio >= 0 && t.offload_ratio <= 1))
@@ -142,6 +145,10 @@ int train_main(int argc, char** argv) {
     boolean("bind-cpus", t.bind_cpus);
     t.pin_buffer_count = int(gi("pin-buffer-count"));
     t.pin_buffer_size = parse_bytes(r["pin-buffer-size"].as<std::string>(), "--pin-buffer-size");
+    t.activation_checkpointing = r.count("activation-checkpointing") > 0;
+    t.offload_activations = r["offload-activations"].as<std::string>();
+    if (t.offload_activations != "none" && t.offload_activations != "cpu")
+      return usage_error("train", "--offload-activations: '" + t.offload_activations + "' is not none or cpu");
     t.device_threads = int(gi("device-threads"));
     t.host_threads = int(gi("host-threads"));
     t.comm_timeout = gd("comm-timeout");

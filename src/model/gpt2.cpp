@@ -87,7 +87,8 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
   struct Idx {
     size_t v[15];
   };
-  std::vector<Idx> li(static_cast<size_t>(L));
+  // Checkpointing keeps one layer's activations (reused by every layer) and the layer outputs.
+  std::vector<Idx> li(storage_.checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
   for (auto& x : li) {
     x.v[0] = lay.add(a, {B, T, C});       // ln1
     x.v[1] = lay.add(f, {B, T});          // ln1_mean
@@ -105,6 +106,9 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
     x.v[13] = lay.add(a, {B, T, C});      // fcproj
     x.v[14] = lay.add(a, {B, T, C});      // residual3
   }
+  std::vector<size_t> i_ckpt;
+  if (storage_.checkpoint && !storage_.offload)
+    for (int64_t l = 0; l < L; ++l) i_ckpt.push_back(lay.add(a, {B, T, C}));
   size_t i_lnf = lay.add(a, {B, T, C}), i_lnfm = lay.add(f, {B, T}), i_lnfr = lay.add(f, {B, T});
   size_t i_logits = lay.add(f, {B, T, Vp}), i_losses = lay.add(f, {B, T});
   size_t i_dres = lay.add(a, {B, T, C}), i_dbtc = lay.add(a, {B, T, C}), i_db3 = lay.add(a, {B, T, 3 * C}),
@@ -119,6 +123,7 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
     for (int k = 0; k < 15; ++k) *dst[k] = lay.view(act_, x.v[k]);
     layers_.push_back(la);
   }
+  for (size_t i : i_ckpt) checkpoints_.push_back(lay.view(act_, i));
   lnf_ = lay.view(act_, i_lnf), lnf_mean_ = lay.view(act_, i_lnfm), lnf_rstd_ = lay.view(act_, i_lnfr);
   logits_ = lay.view(act_, i_logits), losses_ = lay.view(act_, i_losses);
   dresidual_ = lay.view(act_, i_dres), dl_btc_ = lay.view(act_, i_dbtc);
@@ -237,33 +242,57 @@ void GPT2::zero_grad() {
   if (storage_.grads) std::memset(grads_.data(), 0, grads_.bytes());
 }
 
+TensorView GPT2::forward_output(int l) {
+  if (!storage_.checkpoint) return layers_[size_t(l)].residual3;
+  if (!storage_.offload) return checkpoints_[size_t(l)];
+  return {storage_.offload->forward_slot(l), dtype_, {B_, T_, cfg_.n_embd}, Tier::device};
+}
+
+TensorView GPT2::backward_output(int l) {
+  if (l < 0) return encoded_;
+  if (!storage_.checkpoint) return layers_[size_t(l)].residual3;
+  if (!storage_.offload) return checkpoints_[size_t(l)];
+  return {const_cast<void*>(storage_.offload->backward_slot(l)), dtype_, {B_, T_, cfg_.n_embd}, Tier::device};
+}
+
+// Layer l from its input `residual` into `out`. A recompute (checkpointing, in backward)
+// stops at the GELU: backward needs every activation up to there, not the layer's output.
+void GPT2::layer_forward(int l, LayerActs& a, TensorView residual, TensorView out, bool recompute) {
+  using P = GPT2Param;
+  const int NH = cfg_.n_head;
+  be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
+  be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
+  be_.attention_forward(a.atty, a.lse, a.qkv, NH);
+  be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
+  be_.residual_forward(a.residual2, residual, a.attproj);
+  be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
+  be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
+  be_.gelu_forward(a.fch_gelu, a.fch);
+  if (recompute) return;
+  be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
+  be_.residual_forward(out, a.residual2, a.fcproj);
+}
+
 void GPT2::forward(std::span<const int32_t> tokens) {
   const size_t BT = size_t(B_) * size_t(T_);
   STRATA_CHECK(tokens.size() == BT, "forward got " + std::to_string(tokens.size()) + " tokens",
                "expected micro-batch × seq-len = " + std::to_string(BT));
   tokens_.assign(tokens.begin(), tokens.end());
-  const int L = cfg_.n_layer, NH = cfg_.n_head;
+  const int L = cfg_.n_layer;
   using P = GPT2Param;
   begin_pass();
   acquire(0);
   be_.encoder_forward(encoded_, tokens, pv(P::wte), pv(P::wpe));
+  TensorView residual = encoded_;
   for (int l = 0; l < L; ++l) {
-    LayerActs& a = layers_[size_t(l)];
-    TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
     acquire(1 + l);
-    be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
-    be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
-    be_.attention_forward(a.atty, a.lse, a.qkv, NH);
-    be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
-    be_.residual_forward(a.residual2, residual, a.attproj);
-    be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
-    be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
-    be_.gelu_forward(a.fch_gelu, a.fch);
-    be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
-    be_.residual_forward(a.residual3, a.residual2, a.fcproj);
+    const TensorView out = forward_output(l);
+    layer_forward(l, acts(l), residual, out, false);
+    if (storage_.offload) storage_.offload->forward_done(l);
+    residual = out;
   }
   acquire(L + 1);
-  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, layers_.back().residual3, pv(P::lnfw), pv(P::lnfb));
+  be_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, residual, pv(P::lnfw), pv(P::lnfb));
   acquire(0);  // the tied embedding again, for the LM head
   be_.matmul_forward(logits_, lnf_, pv(P::wte), {});
 }
@@ -285,14 +314,15 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
   std::memset(dresidual_.data, 0, dresidual_.bytes());
   open_grads(L + 1);
   acquire(L + 1);
-  be_.layernorm_backward(dresidual_, gv(P::lnfw), gv(P::lnfb), dl_btc_, layers_.back().residual3, pv(P::lnfw),
-                         lnf_mean_, lnf_rstd_);
+  be_.layernorm_backward(dresidual_, gv(P::lnfw), gv(P::lnfb), dl_btc_, backward_output(L - 1), pv(P::lnfw), lnf_mean_,
+                         lnf_rstd_);
   close_grads(L + 1);
   for (int l = L - 1; l >= 0; --l) {
-    LayerActs& a = layers_[size_t(l)];
-    TensorView residual = l == 0 ? encoded_ : layers_[size_t(l - 1)].residual3;
+    LayerActs& a = acts(l);
+    const TensorView residual = backward_output(l - 1);
     open_grads(1 + l);
     acquire(1 + l);
+    if (storage_.checkpoint) layer_forward(l, a, residual, {}, true);
     be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dresidual_, a.fch_gelu, pv(P::fcprojw, l));
     be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
     be_.matmul_backward(dl_btc_, gv(P::fcw, l), gv(P::fcb, l), dl_bt4c_, a.ln2, pv(P::fcw, l));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/activation_store.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
 #include "model/unit_hooks.h"
@@ -25,6 +26,10 @@ struct GPT2Storage {
   bool grads = true;   // full f32 gradients; false: the hooks provide each unit's
   bool master = true;  // a full f32 master besides a bf16 compute copy (false: the engine
                        // keeps the master, partitioned)
+  // Activation checkpointing: keep each layer's output only, recompute the layer in
+  // backward. `offload` keeps the checkpoints in host RAM (null: on the device).
+  bool checkpoint = false;
+  ActivationStore* offload = nullptr;
 };
 
 class GPT2 final : public UnitModel {
@@ -84,6 +89,7 @@ class GPT2 final : public UnitModel {
   void zero_grad();
 
   size_t param_bytes() const { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy
+  size_t activation_bytes() const { return act_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
 
  private:
@@ -93,6 +99,11 @@ class GPT2 final : public UnitModel {
   };
   // Compute-dtype / f32-gradient views of tensor p of `layer` through the unit bases.
   TensorView pv(GPT2Param p, int layer = 0) const;
+  // Layer l's activations (the one scratch set when checkpointing) and its output.
+  LayerActs& acts(int l) { return layers_[storage_.checkpoint ? 0 : size_t(l)]; }
+  TensorView forward_output(int l);
+  TensorView backward_output(int l);  // layer l's output (l = -1: the embeddings)
+  void layer_forward(int l, LayerActs& a, TensorView residual, TensorView out, bool recompute);
   TensorView gv(GPT2Param p, int layer = 0) const;
   int entry(GPT2Param p, int layer) const { return entry_[size_t(p)][size_t(layer)]; }
   void acquire(int u) {
@@ -125,7 +136,8 @@ class GPT2 final : public UnitModel {
   TensorView encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, losses_;
   TensorView dresidual_, dl_btc_, dl_bt3c_, dl_bt4c_;
   std::vector<LayerActs> layers_;
-  std::vector<int32_t> tokens_;  // the micro-batch's tokens, kept for the embedding backward
+  std::vector<TensorView> checkpoints_;  // layer outputs on the device (checkpointing, no offload)
+  std::vector<int32_t> tokens_;          // the micro-batch's tokens, kept for the embedding backward
 };
 
 }  // namespace strata

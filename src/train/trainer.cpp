@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -19,6 +19,7 @@
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
+#include "tier/activation_offload.h"
 #include "tier/tier_manager.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
@@ -88,13 +89,21 @@ TrainResult train(const TrainOptions& opts) {
                "--offload-optimizer " + opts.offload_optimizer, "use none or cpu (nvme arrives with S5)");
   STRATA_CHECK(opts.offload_param == "none" || opts.offload_param == "cpu", "--offload-param " + opts.offload_param,
                "use none or cpu (nvme arrives with S5)");
-  const bool offload = opts.offload_optimizer != "none" || opts.offload_param != "none";
+  STRATA_CHECK(opts.offload_activations == "none" || opts.offload_activations == "cpu",
+               "--offload-activations " + opts.offload_activations, "use none or cpu");
+  STRATA_CHECK(opts.offload_activations == "none" || opts.activation_checkpointing,
+               "--offload-activations cpu without --activation-checkpointing",
+               "the checkpoints are what goes to host RAM: add --activation-checkpointing");
+  const bool offload =
+      opts.offload_optimizer != "none" || opts.offload_param != "none" || opts.offload_activations != "none";
   // The device's and the host's threads (disjoint CPUs when bound).
-  const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0), local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
+  const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0),
+            local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
   const int cpus = std::max<int>(1, int(cpu::allowed_cpus().size()) / std::max(local_size, 1));
   const int host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
-  const int device_threads =
-      opts.device_threads > 0 ? opts.device_threads : opts.threads > 0 ? opts.threads : std::max(1, cpus - host_threads);
+  const int device_threads = opts.device_threads > 0 ? opts.device_threads
+                             : opts.threads > 0      ? opts.threads
+                                                     : std::max(1, cpus - host_threads);
   cpu::CpuSplit split;
   if (opts.bind_cpus && offload) {
     split = cpu::split_cpus(device_threads, host_threads, local_rank, local_size);
@@ -136,8 +145,15 @@ TrainResult train(const TrainOptions& opts) {
     engine.comm_stream()->synchronize();
   }
   // The model's gradients always come from the engine (in the gradient dtype it keeps).
+  std::unique_ptr<tier::HostActivationStore> act_store;
+  if (opts.offload_activations == "cpu")
+    act_store = std::make_unique<tier::HostActivationStore>(
+        *tiers, cfg.n_layer,
+        size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(cfg.n_embd) * dtype_size(opts.precision));
   GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
-             {engine.model_owns_params(), false, engine.model_owns_master(opts.precision)}, engine.hooks());
+             {engine.model_owns_params(), false, engine.model_owns_master(opts.precision),
+              opts.activation_checkpointing, act_store.get()},
+             engine.hooks());
   if (model.owns_master()) model.init_weights(opts.seed);
   zero::ModelBuffers buffers;
   buffers.master = model.owns_master() ? model.master_flat().as<float>() : nullptr;
@@ -200,9 +216,9 @@ TrainResult train(const TrainOptions& opts) {
   LossScaler scaler({fp16, opts.loss_scale == 0, opts.loss_scale, opts.initial_scale_power, opts.loss_scale_window,
                      opts.hysteresis, opts.min_loss_scale});
   int64_t applied = 0;  // optimizer updates so far (overflowed fp16 steps apply none)
-  auto sample = [&] {  // the engines' cumulative counters, differenced per step
+  auto sample = [&] {   // the engines' cumulative counters, differenced per step
     StepTimeline t;
-    t.compute_s = engine.stats().blocked_s;  // blocked so far (compute = wall - blocked)
+    t.compute_s = engine.stats().blocked_s + (act_store ? act_store->blocked_seconds() : 0);  // blocked so far
     t.comm_s = engine.comm_stream() ? engine.comm_stream()->busy_seconds() : 0;
     if (tiers) {
       t.d2h_s = tiers->d2h().busy_seconds(), t.h2d_s = tiers->h2d().busy_seconds();

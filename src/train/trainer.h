@@ -53,7 +53,7 @@ struct TrainOptions {
   int hysteresis = 2;
   double min_loss_scale = 1;
   // Tiers and offload (S4).
-  size_t host_mem = size_t(64) << 30;  // --host-mem: the host tier's budget
+  size_t host_mem = size_t(64) << 30;      // --host-mem: the host tier's budget
   std::string offload_optimizer = "none";  // none | cpu
   std::string offload_param = "none";      // none | cpu (stage 3)
   double offload_ratio = 1.0;
@@ -63,6 +63,8 @@ struct TrainOptions {
   // The CPU backend's two sides: the device's threads (ops, communication) and the host's
   // (CPU Adam, staging copies). 0: all CPUs for the device without offload; with offload,
   // half each. bind_cpus puts them on disjoint CPUs (the CLI does; in-process callers opt in).
+  bool activation_checkpointing = false;     // keep layer outputs only, recompute in backward
+  std::string offload_activations = "none";  // none | cpu: the checkpoints in host RAM
   int device_threads = 0;
   int host_threads = 0;
   bool bind_cpus = false;
@@ -100,8 +102,8 @@ struct TrainResult {
   size_t param_bytes = 0, grad_bytes = 0, optim_bytes = 0;
   int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers over the run
   size_t live_param_high_water = 0;                       // stage 3: bytes of gathered parameters
-  size_t host_bytes = 0;       // this rank's host-tier bytes for offloaded states
-  size_t host_high_water = 0;  // the host tier's peak
+  size_t host_bytes = 0;                                  // this rank's host-tier bytes for offloaded states
+  size_t host_high_water = 0;                             // the host tier's peak
   int64_t speculative_commits = 0, speculative_redos = 0, speculative_discards = 0;
 };
 

@@ -64,7 +64,7 @@ void unpack_piece(const PartitionLayout& layout, const Bucket& bucket, const Buc
 }
 
 namespace {
-template <typename T>
+template <typename T>  // f32, bf16 or f16 destinations, 8 lanes at a time
 void accumulate16(T* dst, const float* src, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -79,16 +79,44 @@ void accumulate_into(void* dst, DType dst_t, const float* src, int64_t n, bool a
     return;
   }
   switch (dst_t) {
-    case DType::f32: {
-      float* d = static_cast<float*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] += src[i];
-      return;
-    }
+    case DType::f32:
+      return accumulate16(static_cast<float*>(dst), src, n);
     case DType::bf16:
       return accumulate16(static_cast<bf16*>(dst), src, n);
     case DType::f16:
       return accumulate16(static_cast<f16*>(dst), src, n);
   }
+}
+
+namespace {
+template <typename T>
+double sum_squares_of(const T* p, int64_t n) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = cpu::simd::load8(p + i);
+    const __m256d l = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), h = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    a0 = _mm256_fmadd_pd(l, l, a0);
+    a1 = _mm256_fmadd_pd(h, h, a1);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) s += double(to_f32(p[i])) * double(to_f32(p[i]));
+  return s;
+}
+}  // namespace
+
+double sum_squares_serial(const void* x, DType t, int64_t n) {
+  switch (t) {
+    case DType::f32:
+      return sum_squares_of(static_cast<const float*>(x), n);
+    case DType::bf16:
+      return sum_squares_of(static_cast<const bf16*>(x), n);
+    case DType::f16:
+      return sum_squares_of(static_cast<const f16*>(x), n);
+  }
+  return 0;
 }
 
 }  // namespace strata::zero

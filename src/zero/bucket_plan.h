@@ -64,4 +64,8 @@ void unpack_piece(const PartitionLayout& layout, const Bucket& bucket, const Buc
 // overwrites. Returns nothing: overflow to ±Inf in 16-bit is detected later by the norm.
 void accumulate_into(void* dst, DType dst_t, const float* src, int64_t n, bool accumulate);
 
+// Σ x² in f64 on the calling thread alone (host-side work must not start OpenMP teams that
+// would compete with the CPU Adam's threads).
+double sum_squares_serial(const void* x, DType t, int64_t n);
+
 }  // namespace strata::zero

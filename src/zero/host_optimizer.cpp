@@ -31,10 +31,10 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
   // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
   // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
   grads_ = tm.allocate(Tier::host, n * dtype_size(compute_dtype), "host:grads");
-  std::memset(grads_.data(), 0, grads_.bytes());
+  grads_.zero();
   if (keep_compute) {
     compute_ = tm.allocate(Tier::host, n * dtype_size(compute_dtype), "host:params_compute");
-    std::memset(compute_.data(), 0, compute_.bytes());
+    compute_.zero();
   }
 }
 
@@ -46,15 +46,14 @@ size_t HostOptimizer::bytes() const {
 
 void HostOptimizer::finish_init() {
   const size_t n = size_t(end_ - begin_);
-  if (compute_.data())
-    cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), DType::f32, n);
+  if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), DType::f32, n);
 }
 
 double HostOptimizer::accumulate(const HostChunk& c, const float* g, bool first) {
   const size_t esz = dtype_size(compute_dtype_);
   char* acc = static_cast<char*>(grads_.data()) + size_t(c.lo - begin_) * esz;
   accumulate_into(acc, compute_dtype_, g, c.hi - c.lo, !first);
-  return cpu::sum_squares({acc, compute_dtype_, {c.hi - c.lo}, Tier::host});
+  return sum_squares_serial(acc, compute_dtype_, c.hi - c.lo);
 }
 
 bool HostOptimizer::update(const HostChunk& c, float lr, float grad_scale, int64_t t, void* out) {
@@ -80,7 +79,7 @@ bool HostOptimizer::update(const HostChunk& c, float lr, float grad_scale, int64
       ts.param_out = compute_.data() ? static_cast<char*>(compute_.data()) + size_t(a) * esz
                                      : (out ? static_cast<char*>(out) + size_t(a - lo) * esz : nullptr);
     }
-    const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps, g.decay ? cfg_.weight_decay : 0.0f,
+    const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
                            true, true,       t,          grad_scale};
     nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
   }

@@ -1,8 +1,8 @@
 #include "zero/zero_engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -40,8 +40,8 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
   STRATA_CHECK(!opts_.offload_optimizer || policy_.optimizer_states,
                "--offload-optimizer cpu with --zero-stage " + std::to_string(opts_.stage),
                "offloading the optimizer needs its states partitioned: use --zero-stage 1, 2 or 3");
-  STRATA_CHECK(!opts_.offload_param || policy_.parameters, "--offload-param cpu with --zero-stage " +
-                                                               std::to_string(opts_.stage),
+  STRATA_CHECK(!opts_.offload_param || policy_.parameters,
+               "--offload-param cpu with --zero-stage " + std::to_string(opts_.stage),
                "parameters are offloaded where they are partitioned: use --zero-stage 3");
   STRATA_CHECK(!opts_.offload_param || (opts_.offload_optimizer && opts_.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
@@ -134,9 +134,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   // after backward keeps them off the host's critical path).
   host_begin_ = int64_t(shard);
   if (opts_.offload_optimizer) {
-    host_begin_ = std::clamp<int64_t>(int64_t(std::llround((1.0 - opts_.offload_ratio) * double(shard))) / lay.align() *
-                                          lay.align(),
-                                      0, int64_t(shard));
+    host_begin_ = std::clamp<int64_t>(
+        int64_t(std::llround((1.0 - opts_.offload_ratio) * double(shard))) / lay.align() * lay.align(), 0,
+        int64_t(shard));
     if (opts_.offload_ratio == 1.0) host_begin_ = 0;
   }
   for (const AdamW::Group& g : all_groups) {  // the device's part of each group
@@ -155,7 +155,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   // Gradients.
   if (!policy_.gradients) {
     grads_full_ = be_.allocate(n * gsz, "grads:full");
-    std::memset(grads_full_.data(), 0, grads_full_.bytes());
+    grads_full_.zero();
     direct_grads_ = grad_dtype_ == DType::f32;
   }
   if (policy_.optimizer_states) {
@@ -166,8 +166,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
     const size_t master = low_precision() || opts_.offload_param ? dev : shard;
     shard_grads_ = be_.allocate(dev * gsz, "zero:grad_shard");
     shard_master_ = be_.allocate(master * 4, "zero:master_shard");
-    std::memset(shard_grads_.data(), 0, shard_grads_.bytes());
-    std::memset(shard_master_.data(), 0, shard_master_.bytes());
+    shard_grads_.zero();
+    shard_master_.zero();
     if (low_precision() && !opts_.offload_param) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
   }
   // Buckets: the reduce plan (all stages but 0, whose all-reduce is chunked by the same size)
@@ -298,11 +298,11 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
     if (host_) {
       host_->finish_init();
       const int64_t host_n = int64_t(shard) - host_begin_;
-      if (!low_precision() && !opts_.offload_param)  // the device's f32 mirror of the host part
+      if (!low_precision() && !opts_.offload_param && host_n > 0)  // the device's f32 mirror of the host part
         std::memcpy(shard_master_.as<float>() + host_begin_, host_->master(), size_t(host_n) * 4);
       if (low_precision() && !opts_.offload_param && host_n > 0)
-        cpu::convert_parallel(static_cast<char*>(shard_compute_.data()) + size_t(host_begin_) * esz,
-                              buf_.compute_dtype, host_->master(), DType::f32, size_t(host_n));
+        cpu::convert_parallel(static_cast<char*>(shard_compute_.data()) + size_t(host_begin_) * esz, buf_.compute_dtype,
+                              host_->master(), DType::f32, size_t(host_n));
     }
     if (low_precision() && shard_compute_.data())
       be_.cast({shard_compute_.data(), buf_.compute_dtype, {host_begin_}, Tier::device},
@@ -333,7 +333,7 @@ void ZeroEngine::begin_step(const StepPlan& plan) {
   plan_ = plan;
   speculated_ = false;
   last_micro_ = true;
-  if (direct_grads_) std::memset(grads_full_.data(), 0, grads_full_.bytes());
+  if (direct_grads_) grads_full_.zero();
   std::fill(opens_.begin(), opens_.end(), 0);
   std::fill(rounds_.begin(), rounds_.end(), 0);
   access_.begin_step();
@@ -699,7 +699,8 @@ void ZeroEngine::publish_persistent() {
         shard = dst, off = 0, staged += s.shard;
       }
       if (low_precision())
-        gather_group(s, off, reinterpret_cast<const uint16_t*>(shard), persistent_.as<uint16_t>() + persistent_offset_[g]);
+        gather_group(s, off, reinterpret_cast<const uint16_t*>(shard),
+                     persistent_.as<uint16_t>() + persistent_offset_[g]);
       else
         gather_group(s, off, reinterpret_cast<const float*>(shard), persistent_.as<float>() + persistent_offset_[g]);
     }
@@ -761,7 +762,8 @@ void ZeroEngine::fetch_unit(int unit) {
   int64_t off;
   while ((off = fetch_arena_.allocate(bytes)) < 0) {
     const auto t0 = std::chrono::steady_clock::now();
-    STRATA_CHECK(fetch_arena_.reclaim_oldest(), "stage 3: the fetched-shard arena cannot hold unit " + std::to_string(unit),
+    STRATA_CHECK(fetch_arena_.reclaim_oldest(),
+                 "stage 3: the fetched-shard arena cannot hold unit " + std::to_string(unit),
                  "this is a bug in the engine's plan");
     stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -877,7 +879,8 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
   // This rank's master shard, from the device and (offloaded part) the host.
   std::vector<float> mine(static_cast<size_t>(lay.shard_elements()));
   if (host_begin_ > 0) std::memcpy(mine.data(), shard_master_.data(), size_t(host_begin_) * 4);
-  if (host_) std::memcpy(mine.data() + host_begin_, host_->master(), (mine.size() - size_t(host_begin_)) * 4);
+  if (host_ && mine.size() > size_t(host_begin_))
+    std::memcpy(mine.data() + host_begin_, host_->master(), (mine.size() - size_t(host_begin_)) * 4);
   std::vector<float> padded(static_cast<size_t>(lay.padded_elements()));
   for (size_t g = 0; g < lay.sub_groups().size(); ++g)
     gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), mine.data(),
@@ -896,8 +899,8 @@ size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
 
 size_t ZeroEngine::comm_buffer_bytes() const {
   return bucket_mem_.bytes() + bucket_out_.bytes() + grad_scratch_mem_.bytes() + gathered_mem_.bytes() +
-         fetch_mem_.bytes() + persist_stage_.bytes() +
-         (policy_.gradients ? 0 : shard_grads_.bytes()) + (policy_.parameters ? 0 : shard_compute_.bytes());
+         fetch_mem_.bytes() + persist_stage_.bytes() + (policy_.gradients ? 0 : shard_grads_.bytes()) +
+         (policy_.parameters ? 0 : shard_compute_.bytes());
 }
 
 }  // namespace strata::zero
