@@ -68,6 +68,22 @@ case $case_name in
     expect_error 2 "\-\-offload-optimizer" -- train --offload-optimizer gpu
     expect_error 1 "zero-stage" -- train --offload-optimizer cpu --steps 1
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;
+  train_nvme)
+    mkdir -p "$tmp/nvme"
+    "$bin" train --steps 3 --zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path "$tmp/nvme" \
+      --nvme-checksum --log-every 1 --out "$tmp/run" 2>"$tmp/err" || fail "NVMe training failed: $(cat "$tmp/err")"
+    grep -q '"h2n":[1-9]' "$tmp/run/metrics.jsonl" || fail "no bytes written to NVMe: $(tail -1 "$tmp/run/metrics.jsonl")"
+    [[ -z $(ls "$tmp/nvme") ]] || fail "swap files left behind: $(ls "$tmp/nvme")"
+    expect_error 1 "nvme-path" -- train --zero-stage 2 --offload-optimizer nvme --steps 1
+    expect_error 1 "not a directory" -- train --zero-stage 2 --offload-optimizer nvme --nvme-path /nonexistent --steps 1
+    echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;
+  bench_nvme_smoke)
+    "$bin" bench nvme --nvme-path "$tmp" --bytes 8MiB --request-sizes 1MiB --queue-depths 4 >"$tmp/out" 2>"$tmp/err" ||
+      fail "bench nvme failed: $(cat "$tmp/err")"
+    last=$(tail -1 "$tmp/out")
+    for k in rows write_bps read_bps; do grep -q "\"$k\"" <<<"$last" || fail "JSON lacks $k: $last"; done
+    if command -v fio >/dev/null; then grep -q '"read_ratio"' <<<"$last" || fail "fio present but no ratio: $last"; fi
+    echo "ok: $(head -c 200 <<<"$last")" ;;
   pin_limit)
     # The staging pool is page-locked: a too-low `ulimit -l` must say so (root is exempt, so
     # the check runs as nobody).

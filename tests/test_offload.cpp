@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 
 #include "comm/mpi_comm.h"
+#include "io/nvme_store.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/trainer.h"
@@ -34,6 +36,13 @@ TrainOptions base(const std::string& tag) {
            ("strata_offload_" + tag + "_" + std::to_string(getpid()) + "_r" + std::to_string(world->rank())))
               .string();
   return o;
+}
+
+std::string nvme_dir() {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() /
+                                  ("strata_nvme_" + std::to_string(getpid()) + "_r" + std::to_string(world->rank()));
+  std::filesystem::create_directories(d);
+  return d.string();
 }
 
 struct Case {
@@ -73,6 +82,14 @@ TrainOptions options_for(const Case& c, bool distributed) {
     o.speculative_step = c.speculative;
     o.pin_buffer_count = 3;
     o.pin_buffer_size = 4096;  // chunks smaller than a bucket
+    if (c.optimizer == "nvme") {
+      o.nvme_path = nvme_dir();
+      o.nvme_checksum = true;
+      o.aio_queue_depth = 4;
+      o.aio_block_size = 8192;
+      o.pin_buffer_size = 16384;  // 4096-element chunks: several per bucket, block-aligned
+      o.sub_group_size = 3000, o.reduce_bucket_size = 20000, o.allgather_bucket_size = 20000;
+    }
   }
   return o;
 }
@@ -186,6 +203,113 @@ TEST(Offload, ModelStatesEightTimesTheDeviceBudget) {
   EXPECT_GT(r.host_bytes, size_t(12.0 * double(r.num_params) / world->size())) << "master, m, v on the host";
   for (size_t i = 0; i < r.steps.size(); ++i) EXPECT_NEAR(r.steps[i].loss, plain.steps[i].loss, 1e-5) << i + 1;
   EXPECT_GT(r.steps.back().timeline.d2h_bytes, 0u);
+}
+
+// S5: the same with the optimizer (and stage-3 parameters) on NVMe, swapped through io_uring.
+TEST(Nvme, OptimizerOnNvmeMatchesEveryStage) {
+  for (int stage = 1; stage <= 3; ++stage) {
+    const TrainResult r = expect_equivalent({.stage = stage, .accum = 2, .optimizer = "nvme"});
+    EXPECT_GT(r.steps.back().timeline.h2n_bytes, 0u);
+    EXPECT_GT(r.steps.back().timeline.n2h_bytes, 0u);
+  }
+  expect_equivalent({.stage = 3, .optimizer = "nvme", .param = "nvme"});
+  expect_equivalent({.stage = 3, .optimizer = "nvme", .param = "nvme", .precision = DType::bf16});
+  expect_equivalent({.stage = 2, .optimizer = "nvme", .ratio = 0.5});
+  const TrainResult exact = expect_equivalent({.stage = 2, .optimizer = "nvme", .speculative = false});
+  EXPECT_EQ(exact.speculative_commits + exact.speculative_redos, 0);
+}
+
+TEST(Nvme, ClippingAndOverflowOnNvme) {
+  EXPECT_EQ(expect_equivalent({.stage = 3, .optimizer = "nvme", .param = "nvme", .grad_clip = 0.05}).speculative_redos,
+            20);
+  EXPECT_GT(expect_equivalent({.stage = 2, .optimizer = "nvme", .precision = DType::f16, .initial_scale_power = 24})
+                .speculative_discards,
+            0);
+}
+
+// Faults mid-run (single rank: another rank would wait for the failed one until the
+// communication timeout): a read error, a full disk and a torn swap file each end the run
+// with a clear error, and the committed state is exactly the last completed step's.
+class ArmedFaults final : public io::IoFaults {
+ public:
+  std::atomic<int> mode{0};  // 0 off, 1 EIO on a read, 2 ENOSPC on a write (one failure, then off)
+  int on_complete(bool write, uint64_t, size_t, int res) override {
+    int expect = 1;
+    if (!write && mode.compare_exchange_strong(expect, 0)) return -EIO;
+    expect = 2;
+    if (write && mode.compare_exchange_strong(expect, 0)) return -ENOSPC;
+    return res;
+  }
+};
+
+void expect_fault_keeps_last_step(int mode, const std::string& expect_in_message, bool param_nvme) {
+  Case c{.stage = 3, .optimizer = "nvme", .param = param_nvme ? "nvme" : "none"};
+  TrainOptions o = options_for(c, true);
+  o.warmup = 0, o.min_lr_ratio = 1.0;  // constant lr: the first 3 steps of any run are the same
+  TrainOptions ref = o;
+  ref.steps = 3;
+  const TrainResult after3 = train(ref);
+  ArmedFaults faults;
+  o.nvme_faults = &faults;
+  o.steps = 6;
+  o.on_step_begin = [&](int64_t step) {
+    if (step != 3) return;
+    if (mode == 3)  // torn: the swap file loses its tail behind the store's back
+      std::filesystem::resize_file(o.nvme_path + "/strata-rank0.swap", 8192);
+    else
+      faults.mode = mode;
+  };
+  std::vector<float> committed;
+  o.on_step_error = [&](std::span<const float> p) { committed.assign(p.begin(), p.end()); };
+  faults.mode = 0;
+  try {
+    train(o);
+    ADD_FAILURE() << "expected the fault to end the run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expect_in_message), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("strata-rank0.swap"), std::string::npos) << "names the file: " << e.what();
+  }
+  faults.mode = 0;
+  if (mode == 3) return;  // the committed state itself was cut off: nothing to read back
+  ASSERT_EQ(committed.size(), after3.final_params.size()) << "the committed state could not be read back";
+  test::expect_close(committed.data(), after3.final_params.data(), committed.size(), 0, 0,
+                     "committed parameters after a failed step 4");
+}
+
+TEST(Nvme, ReadErrorLeavesTheLastCompletedStep) {
+  if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
+  expect_fault_keeps_last_step(1, "Input/output error", false);
+  expect_fault_keeps_last_step(1, "Input/output error", true);
+}
+
+TEST(Nvme, FullDiskMidRunLeavesTheLastCompletedStep) {
+  if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
+  expect_fault_keeps_last_step(2, "No space left", false);
+}
+
+TEST(Nvme, TornSwapFileIsAClearError) {
+  if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
+  expect_fault_keeps_last_step(3, "end of the file", false);
+}
+
+TEST(Nvme, MissingOrUnusablePathIsAClearError) {
+  TrainOptions o = options_for({.stage = 2, .optimizer = "nvme"}, true);
+  o.nvme_path = "";
+  try {
+    train(o);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--nvme-path"), std::string::npos) << e.what();
+  }
+  o.nvme_path = "/nonexistent/strata";
+  try {
+    train(o);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
+  }
+  o = options_for({.stage = 3, .optimizer = "nvme", .param = "cpu"}, true);
+  EXPECT_THROW(train(o), Error) << "parameters and optimizer on different tiers";
 }
 
 TEST(Offload, HostBudgetIsEnforcedWithAClearError) {

@@ -7,6 +7,7 @@
 #include "bench/bench_adam.h"
 #include "bench/bench_comm.h"
 #include "bench/bench_model.h"
+#include "bench/bench_nvme.h"
 #include "bench/bench_offload.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -159,19 +160,59 @@ static int bench_offload_main(int argc, char** argv) {
   return bench::run_offload_bench(b);
 }
 
+static int bench_nvme_main(int argc, char** argv) {
+  cxxopts::Options o("strata bench nvme", "NVMe store bandwidth against fio on the same file (io_uring, O_DIRECT).");
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()("nvme-path", "directory for the test file", str("."))(
+      "bytes", "bytes per measurement", str("512MiB"))("request-sizes", "comma-separated request sizes",
+                                                       str("1MiB,2MiB,4MiB,8MiB"))(
+      "queue-depths", "comma-separated queue depths", str("4,16,64"))("fio", "auto | none | path to fio", str("auto"))(
+      "repeats", "best of this many", str("1"))("h,help", "show this help");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "bench nvme", r)) return *done;
+  bench::NvmeBenchOptions b;
+  auto split = [](std::string s) {
+    std::vector<std::string> out;
+    s += ",";
+    for (size_t pos; (pos = s.find(',')) != std::string::npos; s.erase(0, pos + 1))
+      if (pos) out.push_back(s.substr(0, pos));
+    return out;
+  };
+  try {
+    b.dir = r["nvme-path"].as<std::string>();
+    b.bytes = (long long)parse_bytes(r["bytes"].as<std::string>(), "--bytes");
+    b.request_sizes.clear(), b.queue_depths.clear();
+    for (const auto& v : split(r["request-sizes"].as<std::string>()))
+      b.request_sizes.push_back((long long)parse_bytes(v, "--request-sizes"));
+    for (const auto& v : split(r["queue-depths"].as<std::string>()))
+      b.queue_depths.push_back(int(parse_int(v, "--queue-depths")));
+    b.fio = r["fio"].as<std::string>();
+    b.repeats = int(parse_int(r["repeats"].as<std::string>(), "--repeats"));
+  } catch (const Error& e) {
+    return usage_error("bench nvme", e.what_failed());
+  }
+  if (b.request_sizes.empty() || b.queue_depths.empty() || b.repeats < 1)
+    return usage_error("bench nvme", "need request sizes, queue depths and --repeats >= 1");
+  for (long long s : b.request_sizes)
+    if (s <= 0 || s % 4096) return usage_error("bench nvme", "--request-sizes must be multiples of 4KiB");
+  return bench::run_nvme_bench(b);
+}
+
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::puts(
         "usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
         "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
         "  comm    bus bandwidth of each collective (under mpirun)\n"
-        "  offload an offloaded step against the same step on the device: busy times and overlap\n");
+        "  offload an offloaded step against the same step on the device: busy times and overlap\n"
+        "  nvme    NVMe store bandwidth against fio on the same file\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "adam")) return bench_adam_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "comm")) return bench_comm_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "offload")) return bench_offload_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "nvme")) return bench_nvme_main(argc - 1, argv + 1);
   return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
 }
 

@@ -62,8 +62,14 @@ int train_main(int argc, char** argv) {
                                                fmt(d.min_loss_scale))(
       "comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))(
       "host-mem", "host-tier budget (offloaded states and staging), e.g. 64GiB", str("64GiB"))(
-      "offload-optimizer", "none | cpu: optimizer states (master, m, v) in host RAM, CPU Adam (stages 1-3)",
-      str(d.offload_optimizer))("offload-param", "none | cpu: stage-3 parameters in host RAM", str(d.offload_param))(
+      "offload-optimizer",
+      "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
+      str(d.offload_optimizer))("offload-param", "none | cpu | nvme: stage-3 parameters (the optimizer's tier)",
+                                str(d.offload_param))(
+      "nvme-path", "directory for the per-rank NVMe swap files (--offload-* nvme)", str(""))(
+      "aio-queue-depth", "io_uring requests in flight per ring", s(d.aio_queue_depth))(
+      "aio-block-size", "bytes per NVMe request", str("1MiB"))("nvme-checksum",
+                                                               "xxHash64 per block on NVMe, verified on read")(
       "offload-ratio", "fraction of the optimizer offloaded (the rest stays on the device)", fmt(d.offload_ratio))(
       "speculative-step",
       "true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host states) | false",
@@ -137,7 +143,12 @@ int train_main(int argc, char** argv) {
     t.offload_param = r["offload-param"].as<std::string>();
     for (const auto& [k, v] :
          {std::pair{"--offload-optimizer", t.offload_optimizer}, {"--offload-param", t.offload_param}})
-      if (v != "none" && v != "cpu") return usage_error("train", std::string(k) + ": '" + v + "' is not none or cpu");
+      if (v != "none" && v != "cpu" && v != "nvme")
+        return usage_error("train", std::string(k) + ": '" + v + "' is not none, cpu or nvme");
+    t.nvme_path = r["nvme-path"].as<std::string>();
+    t.aio_queue_depth = int(gi("aio-queue-depth"));
+    t.aio_block_size = parse_bytes(r["aio-block-size"].as<std::string>(), "--aio-block-size");
+    t.nvme_checksum = r.count("nvme-checksum") > 0;
     t.offload_ratio = gd("offload-ratio");
     if (!(t.offload_ratio >= 0 && t.offload_ratio <= 1))
       return usage_error("train", "--offload-ratio must be between 0 and 1");

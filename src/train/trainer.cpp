@@ -85,10 +85,16 @@ TrainResult train(const TrainOptions& opts) {
                "tokenize the data for this model, or pick a model with a larger vocab_size");
   DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
 
-  STRATA_CHECK(opts.offload_optimizer == "none" || opts.offload_optimizer == "cpu",
-               "--offload-optimizer " + opts.offload_optimizer, "use none or cpu (nvme arrives with S5)");
-  STRATA_CHECK(opts.offload_param == "none" || opts.offload_param == "cpu", "--offload-param " + opts.offload_param,
-               "use none or cpu (nvme arrives with S5)");
+  auto tier_ok = [](const std::string& t) { return t == "none" || t == "cpu" || t == "nvme"; };
+  STRATA_CHECK(tier_ok(opts.offload_optimizer), "--offload-optimizer " + opts.offload_optimizer,
+               "use none, cpu or nvme");
+  STRATA_CHECK(tier_ok(opts.offload_param), "--offload-param " + opts.offload_param, "use none, cpu or nvme");
+  STRATA_CHECK(opts.offload_param == "none" || opts.offload_param == opts.offload_optimizer,
+               "--offload-param " + opts.offload_param + " with --offload-optimizer " + opts.offload_optimizer,
+               "offloaded parameters live where the optimizer that updates them lives: give both the same tier");
+  STRATA_CHECK(opts.offload_optimizer != "nvme" || !opts.nvme_path.empty(),
+               "--offload-optimizer nvme without --nvme-path",
+               "give --nvme-path DIR on a local NVMe (or SSD) file system");
   STRATA_CHECK(opts.offload_activations == "none" || opts.offload_activations == "cpu",
                "--offload-activations " + opts.offload_activations, "use none or cpu");
   STRATA_CHECK(opts.offload_activations == "none" || opts.activation_checkpointing,
@@ -131,8 +137,10 @@ TrainResult train(const TrainOptions& opts) {
   zo.param_persistence_threshold = opts.param_persistence_threshold;
   zo.max_live_params = opts.max_live_params;
   zo.overlap_comm = opts.overlap_comm;
-  zo.offload_optimizer = opts.offload_optimizer == "cpu";
-  zo.offload_param = opts.offload_param == "cpu";
+  zo.offload_optimizer = opts.offload_optimizer != "none";
+  zo.offload_param = opts.offload_param != "none";
+  zo.nvme = opts.offload_optimizer == "nvme";
+  zo.nvme_options = {opts.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
   zo.offload_ratio = opts.offload_ratio;
   zo.speculative_step = opts.speculative_step;
   zo.host_threads = std::max(1, host_threads);
@@ -165,6 +173,7 @@ TrainResult train(const TrainOptions& opts) {
     buffers.weight_decay.push_back(model.param_specs()[i].weight_decay);
   }
   engine.attach(model, std::move(buffers), opts.seed);
+  if (engine.host_optimizer()) engine.host_optimizer()->set_faults(opts.nvme_faults);
   const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
   const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
   const bool lead = rank == 0;  // rank 0 reports for everyone
@@ -225,104 +234,123 @@ TrainResult train(const TrainOptions& opts) {
       t.cpu_adam_s = tiers->host().busy_seconds(), t.host_sum_s = tiers->host_sum().busy_seconds();
       t.d2h_bytes = tiers->bytes(tier::Edge::d2h), t.h2d_bytes = tiers->bytes(tier::Edge::h2d);
     }
+    if (auto* h = engine.host_optimizer(); h && h->nvme_file())
+      t.h2n_bytes = h->nvme_file()->bytes_written.load(), t.n2h_bytes = h->nvme_file()->bytes_read.load();
     return t;
   };
-  for (int64_t step = 0; step < opts.steps; ++step) {
-    const auto t0 = clock::now();
-    const StepTimeline before = sample();
-    const double scale = scaler.scale();
-    // What a speculative offloaded update assumes: this step's lr, t, and no clipping.
-    engine.begin_step({float(sched.at(applied)), float(1.0 / scale), applied + 1});
-    double loss = 0;
-    for (int micro = 0; micro < opts.grad_accum; ++micro) {
-      engine.begin_micro(micro, opts.grad_accum);
-      // This rank's slice of the step's global batch (the same samples for any world size).
-      loader.fill(zero::first_sample(step, rank, world, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch,
-                  inputs, targets);
-      model.forward(inputs);
-      // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
-      loss += model.backward(targets, float(scale / double(opts.grad_accum * world))) / opts.grad_accum;
-    }
-    // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
-    const zero::ReducedStep red = engine.reduce_gradients(loss / world);
-    loss = red.loss;
-    const double lr = sched.at(applied);
-    double norm = red.grad_norm / scale;
-    bool skipped = false;
-    if (red.overflow && fp16) {  // skip the update, lower the scale (every rank agrees)
-      engine.skip_step();
-      skipped = true;
-      norm = std::numeric_limits<double>::infinity();
-    } else {
-      STRATA_CHECK(std::isfinite(loss) && !red.overflow,
-                   "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
-                       std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
-                   "lower --lr, keep --grad-clip on, or try --precision f32");
-      const double clip = opts.grad_clip > 0 && norm > opts.grad_clip ? opts.grad_clip / norm : 1.0;
-      // One fused pass: AdamW on what this rank owns (and, in 16-bit runs, the compute copy),
-      // with the gradients unscaled and clipped by one factor.
-      engine.step(float(lr), float(clip / scale), ++applied);
-    }
-    scaler.update(red.overflow && fp16);
-    const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
-    if (step == 0) allocations_after_first = backend.budget().allocation_count();
-    const double tps = tokens_per_step / step_s;
-    smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
-    StepTimeline tl = sample();
-    tl.wall_s = step_s;
-    tl.compute_s = std::max(0.0, step_s - (tl.compute_s - before.compute_s));
-    tl.comm_s -= before.comm_s, tl.d2h_s -= before.d2h_s, tl.h2d_s -= before.h2d_s;
-    tl.cpu_adam_s -= before.cpu_adam_s, tl.host_sum_s -= before.host_sum_s;
-    tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
-    result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped, tl});
-    const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
-    ++steps_since_log;
-    if (log_now) {
-      // Bytes each rank sent per step since the last log (collective: every rank logs alike).
-      const int64_t sent =
-          opts.comm ? int64_t((opts.comm->counters().bytes_sent - comm_at_last_log) / uint64_t(steps_since_log)) : 0;
-      if (world > 1)
-        opts.comm->all_gather(std::span<const int64_t>(&sent, 1), std::span<int64_t>(comm_bytes));
-      else
-        comm_bytes[0] = sent;
-      comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0, steps_since_log = 0;
-      if (metrics) {
-        nlohmann::json line = {{"step", step + 1},
-                               {"loss", loss},
-                               {"lr", lr},
-                               {"grad_norm", norm},
-                               {"tokens_per_s", tps},
-                               {"step_ms", step_s * 1e3},
-                               {"device_bytes", backend.budget().used()},
-                               {"ranks", world},
-                               {"zero_stage", opts.zero_stage},
-                               {"param_bytes", param_bytes},
-                               {"grad_bytes", grad_bytes},
-                               {"optim_bytes", optim_bytes},
-                               {"comm_buffer_bytes", comm_buffers},
-                               {"comm_bytes", comm_bytes}};
-        if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
-        const StepTimeline& t = result.steps.back().timeline;
-        line["timeline"] = {{"wall_s", t.wall_s},
-                            {"busy_s",
-                             {{"compute", t.compute_s},
-                              {"comm", t.comm_s},
-                              {"d2h", t.d2h_s},
-                              {"h2d", t.h2d_s},
-                              {"cpu_adam", t.cpu_adam_s},
-                              {"host_sum", t.host_sum_s}}},
-                            {"bytes", {{"d2h", t.d2h_bytes}, {"h2d", t.h2d_bytes}}},
-                            {"overlap", t.overlap()}};
-        if (tiers) line["host_bytes"] = host_bytes, line["host_high_water"] = tiers->budget(Tier::host).high_water();
-        metrics->write(line);
+  try {
+    for (int64_t step = 0; step < opts.steps; ++step) {
+      if (opts.on_step_begin) opts.on_step_begin(step);
+      const auto t0 = clock::now();
+      const StepTimeline before = sample();
+      const double scale = scaler.scale();
+      // What a speculative offloaded update assumes: this step's lr, t, and no clipping.
+      engine.begin_step({float(sched.at(applied)), float(1.0 / scale), applied + 1});
+      double loss = 0;
+      for (int micro = 0; micro < opts.grad_accum; ++micro) {
+        engine.begin_micro(micro, opts.grad_accum);
+        // This rank's slice of the step's global batch (the same samples for any world size).
+        loader.fill(zero::first_sample(step, rank, world, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch,
+                    inputs, targets);
+        model.forward(inputs);
+        // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
+        loss += model.backward(targets, float(scale / double(opts.grad_accum * world))) / opts.grad_accum;
+      }
+      // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
+      const zero::ReducedStep red = engine.reduce_gradients(loss / world);
+      loss = red.loss;
+      const double lr = sched.at(applied);
+      double norm = red.grad_norm / scale;
+      bool skipped = false;
+      if (red.overflow && fp16) {  // skip the update, lower the scale (every rank agrees)
+        engine.skip_step();
+        skipped = true;
+        norm = std::numeric_limits<double>::infinity();
+      } else {
+        STRATA_CHECK(std::isfinite(loss) && !red.overflow,
+                     "step " + std::to_string(step + 1) + " produced a non-finite loss or gradient (loss " +
+                         std::to_string(loss) + ", grad norm " + std::to_string(norm) + ")",
+                     "lower --lr, keep --grad-clip on, or try --precision f32");
+        const double clip = opts.grad_clip > 0 && norm > opts.grad_clip ? opts.grad_clip / norm : 1.0;
+        // One fused pass: AdamW on what this rank owns (and, in 16-bit runs, the compute copy),
+        // with the gradients unscaled and clipped by one factor.
+        engine.step(float(lr), float(clip / scale), ++applied);
+      }
+      scaler.update(red.overflow && fp16);
+      const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
+      if (step == 0) allocations_after_first = backend.budget().allocation_count();
+      const double tps = tokens_per_step / step_s;
+      smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
+      StepTimeline tl = sample();
+      tl.wall_s = step_s;
+      tl.compute_s = std::max(0.0, step_s - (tl.compute_s - before.compute_s));
+      tl.comm_s -= before.comm_s, tl.d2h_s -= before.d2h_s, tl.h2d_s -= before.h2d_s;
+      tl.cpu_adam_s -= before.cpu_adam_s, tl.host_sum_s -= before.host_sum_s;
+      tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
+      tl.h2n_bytes -= before.h2n_bytes, tl.n2h_bytes -= before.n2h_bytes;
+      result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped, tl});
+      const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
+      ++steps_since_log;
+      if (log_now) {
+        // Bytes each rank sent per step since the last log (collective: every rank logs alike).
+        const int64_t sent =
+            opts.comm ? int64_t((opts.comm->counters().bytes_sent - comm_at_last_log) / uint64_t(steps_since_log)) : 0;
+        if (world > 1)
+          opts.comm->all_gather(std::span<const int64_t>(&sent, 1), std::span<int64_t>(comm_bytes));
+        else
+          comm_bytes[0] = sent;
+        comm_at_last_log = opts.comm ? opts.comm->counters().bytes_sent : 0, steps_since_log = 0;
+        if (metrics) {
+          nlohmann::json line = {{"step", step + 1},
+                                 {"loss", loss},
+                                 {"lr", lr},
+                                 {"grad_norm", norm},
+                                 {"tokens_per_s", tps},
+                                 {"step_ms", step_s * 1e3},
+                                 {"device_bytes", backend.budget().used()},
+                                 {"ranks", world},
+                                 {"zero_stage", opts.zero_stage},
+                                 {"param_bytes", param_bytes},
+                                 {"grad_bytes", grad_bytes},
+                                 {"optim_bytes", optim_bytes},
+                                 {"comm_buffer_bytes", comm_buffers},
+                                 {"comm_bytes", comm_bytes}};
+          if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
+          const StepTimeline& t = result.steps.back().timeline;
+          line["timeline"] = {
+              {"wall_s", t.wall_s},
+              {"busy_s",
+               {{"compute", t.compute_s},
+                {"comm", t.comm_s},
+                {"d2h", t.d2h_s},
+                {"h2d", t.h2d_s},
+                {"cpu_adam", t.cpu_adam_s},
+                {"host_sum", t.host_sum_s}}},
+              {"bytes", {{"d2h", t.d2h_bytes}, {"h2d", t.h2d_bytes}, {"h2n", t.h2n_bytes}, {"n2h", t.n2h_bytes}}},
+              {"overlap", t.overlap()}};
+          if (tiers) line["host_bytes"] = host_bytes, line["host_high_water"] = tiers->budget(Tier::host).high_water();
+          metrics->write(line);
+        }
+      }
+      if (!quiet && (tty || log_now)) {
+        const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
+        std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
+                     tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
+                     format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
       }
     }
-    if (!quiet && (tty || log_now)) {
-      const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
-      std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
-                   tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
-                   format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
+  } catch (const Error&) {
+    // A failed step commits nothing: what survives is the last completed step's state.
+    if (opts.on_step_error) {
+      std::vector<float> committed(size_t(model.num_params()));
+      try {
+        engine.quiesce();
+        engine.gather_full_params(committed);
+        opts.on_step_error(committed);
+      } catch (const Error&) {
+      }
     }
+    throw;
   }
   result.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
   result.device_high_water = backend.budget().high_water();

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,9 @@
 namespace strata {
 
 class Communicator;
+namespace io {
+class IoFaults;
+}
 
 struct TrainOptions {
   std::string model = "configs/default.json";
@@ -53,9 +57,18 @@ struct TrainOptions {
   int hysteresis = 2;
   double min_loss_scale = 1;
   // Tiers and offload (S4).
-  size_t host_mem = size_t(64) << 30;      // --host-mem: the host tier's budget
-  std::string offload_optimizer = "none";  // none | cpu
-  std::string offload_param = "none";      // none | cpu (stage 3)
+  size_t host_mem = size_t(64) << 30;       // --host-mem: the host tier's budget
+  std::string offload_optimizer = "none";   // none | cpu | nvme
+  std::string offload_param = "none";       // none | cpu | nvme (stage 3; the optimizer's tier)
+  std::string nvme_path;                    // --nvme-path: directory for the per-rank swap files
+  int aio_queue_depth = 32;                 // io_uring requests in flight
+  size_t aio_block_size = size_t(1) << 20;  // bytes per I/O request
+  bool nvme_checksum = false;               // xxHash64 per block, verified on read
+  io::IoFaults* nvme_faults = nullptr;      // test seam around the rings
+  // Tests: called before each step (0-based), and with the committed parameters when a step
+  // fails (what survives).
+  std::function<void(int64_t)> on_step_begin;
+  std::function<void(std::span<const float>)> on_step_error;
   double offload_ratio = 1.0;
   bool speculative_step = true;
   int pin_buffer_count = 4;
@@ -77,7 +90,7 @@ struct TrainOptions {
 // busiest engine hidden).
 struct StepTimeline {
   double wall_s = 0, compute_s = 0, comm_s = 0, d2h_s = 0, h2d_s = 0, cpu_adam_s = 0, host_sum_s = 0;
-  uint64_t d2h_bytes = 0, h2d_bytes = 0;
+  uint64_t d2h_bytes = 0, h2d_bytes = 0, h2n_bytes = 0, n2h_bytes = 0;  // host→NVMe writes, NVMe→host reads
   double overlap() const;
 };
 

@@ -5,20 +5,57 @@
 
 #include "core/error.h"
 #include "cpu/convert.h"
-#include "cpu/ops.h"
 #include "zero/bucket_plan.h"
 
 namespace strata::zero {
 
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
-                             AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute)
-    : cfg_(config), begin_(begin), end_(end), speculative_(speculative), compute_dtype_(compute_dtype) {
+                             AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
+                             const io::NvmeOptions* nvme, int rank, int64_t chunk_elements)
+    : cfg_(config),
+      begin_(begin),
+      end_(end),
+      speculative_(speculative),
+      compute_dtype_(compute_dtype),
+      keep_compute_(keep_compute && compute_dtype != DType::f32) {
   const size_t n = size_t(std::max<int64_t>(end - begin, 0));
+  const size_t esz = dtype_size(compute_dtype);
   for (const AdamW::Group& g : groups) {
     const int64_t lo = std::max(g.offset, begin), hi = std::min(g.offset + g.count, end);
     if (hi > lo) groups_.push_back({lo - begin, hi - lo, g.decay});
   }
-  const int copies = speculative ? 2 : 1;
+  // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
+  // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
+  grads_ = tm.allocate(Tier::host, n * esz, "host:grads");
+  grads_.zero();
+  // Two copies when speculating, and always on NVMe: a step's writes go to the copy that is
+  // not committed, so a failed write leaves the last completed step's state intact.
+  two_copies_ = speculative || nvme;
+  const int copies = two_copies_ ? 2 : 1;
+  if (nvme) {
+    file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", 1);
+    // (sized below, once the block size is known: the file is re-made with its real size)
+    const size_t block = file_->block_size();
+    file_.reset();
+    region_bytes_[0] = (n * 4 + block - 1) / block * block;
+    region_bytes_[1] = keep_compute_ ? (n * esz + block - 1) / block * block : 0;
+    const uint64_t bytes = uint64_t(copies) * (3 * region_bytes_[0] + region_bytes_[1]);
+    file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", bytes);
+    STRATA_CHECK(chunk_elements > 0 && size_t(chunk_elements) * 2 % block == 0,
+                 "NVMe swap chunks of " + std::to_string(chunk_elements) + " elements",
+                 "this is a bug in the engine: chunks must be block-aligned");
+    const size_t slot = size_t(chunk_elements) * (12 + esz);
+    swap_ = tm.allocate(Tier::host, 3 * slot, "host:nvme_swap", true);
+    for (int s = 0; s < 3; ++s) {
+      char* base = static_cast<char*>(swap_.data()) + size_t(s) * slot;
+      slots_[s].master = reinterpret_cast<float*>(base);
+      slots_[s].m = slots_[s].master + chunk_elements;
+      slots_[s].v = slots_[s].m + chunk_elements;
+      slots_[s].params = reinterpret_cast<char*>(slots_[s].v + chunk_elements);
+    }
+    bounce_ = tm.allocate(Tier::host, size_t(chunk_elements) * 4, "host:nvme_bounce", true);
+    return;
+  }
   for (int c = 0; c < copies; ++c) {
     const std::string tag = copies > 1 ? (c ? ":b" : ":a") : "";
     master_[c] = tm.allocate(Tier::host, n * 4, "host:master" + tag);
@@ -28,26 +65,125 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     cpu::first_touch_zero(v_[c].as<float>(), int64_t(n), cfg_.kernel);
     cpu::first_touch_zero(master_[c].as<float>(), int64_t(n), cfg_.kernel);
   }
-  // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
-  // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
-  grads_ = tm.allocate(Tier::host, n * dtype_size(compute_dtype), "host:grads");
-  grads_.zero();
-  if (keep_compute) {
-    compute_ = tm.allocate(Tier::host, n * dtype_size(compute_dtype), "host:params_compute");
+  if (keep_compute_) {
+    compute_ = tm.allocate(Tier::host, n * esz, "host:params_compute");
     compute_.zero();
   }
 }
 
+HostOptimizer::~HostOptimizer() {
+  std::lock_guard lock(queues_mu_);
+  queues_.clear();  // rings drain before the file closes
+}
+
 size_t HostOptimizer::bytes() const {
-  size_t b = grads_.bytes() + compute_.bytes();
+  size_t b = grads_.bytes() + compute_.bytes() + swap_.bytes() + bounce_.bytes();
   for (int c = 0; c < 2; ++c) b += master_[c].bytes() + m_[c].bytes() + v_[c].bytes();
   return b;
 }
 
+io::NvmeQueue& HostOptimizer::queue() {
+  // One ring per thread that touches the file (io_uring is single-issuer here).
+  std::lock_guard lock(queues_mu_);
+  const auto me = std::this_thread::get_id();
+  for (auto& [id, q] : queues_)
+    if (id == me) return *q;
+  auto q = std::make_unique<io::NvmeQueue>(*file_);
+  const iovec regs[2] = {{swap_.data(), swap_.bytes()}, {bounce_.data(), bounce_.bytes()}};
+  q->register_buffers(regs);
+  queues_.emplace_back(me, std::move(q));
+  return *queues_.back().second;
+}
+
+uint64_t HostOptimizer::region(int kind, int copy) const {
+  const uint64_t per_copy = 3 * region_bytes_[0] + region_bytes_[1];
+  return uint64_t(copy) * per_copy + uint64_t(std::min(kind, 3)) * region_bytes_[0];
+}
+
+// ---- the committed master and parameters, by range (start-up, export, fetches)
+
+void HostOptimizer::write_master(int64_t lo, int64_t hi, const float* src) {
+  if (!file_) {
+    std::memcpy(master_[cur_].as<float>() + (lo - begin_), src, size_t(hi - lo) * 4);
+    return;
+  }
+  // Through the bounce buffer (the source need not be aligned), chunk by chunk. Only the
+  // thread that owns bounce_ uses it: start-up and export run on the compute thread.
+  const int64_t most = int64_t(bounce_.bytes() / 4);
+  for (int64_t a = lo; a < hi; a += most) {
+    const int64_t n = std::min(most, hi - a);
+    const size_t bytes = file_->align(uint64_t(n) * 4);
+    std::memset(bounce_.data(), 0, bytes);
+    std::memcpy(bounce_.data(), src + (a - lo), size_t(n) * 4);
+    queue().run(
+        std::vector<io::NvmeQueue::Op>{{true, region(0, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes}});
+  }
+}
+
+void HostOptimizer::read_master(int64_t lo, int64_t hi, float* dst) {
+  if (!file_) {
+    std::memcpy(dst, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
+    return;
+  }
+  const int64_t most = int64_t(bounce_.bytes() / 4);
+  for (int64_t a = lo; a < hi; a += most) {
+    const int64_t n = std::min(most, hi - a);
+    queue().run(std::vector<io::NvmeQueue::Op>{
+        {false, region(0, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), file_->align(uint64_t(n) * 4)}});
+    std::memcpy(dst + (a - lo), bounce_.data(), size_t(n) * 4);
+  }
+}
+
+void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
+  const size_t esz = dtype_size(compute_dtype_);
+  if (!file_) {
+    if (compute_.data())
+      std::memcpy(dst, static_cast<const char*>(compute_.data()) + size_t(lo - begin_) * esz, size_t(hi - lo) * esz);
+    else if (compute_dtype_ == DType::f32)
+      std::memcpy(dst, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
+    else
+      cpu::convert_from_f32(dst, compute_dtype_, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo));
+    return;
+  }
+  if (!keep_compute_) {  // f32 runs: the parameters are the master
+    read_master(lo, hi, static_cast<float*>(dst));
+    return;
+  }
+  // A per-thread read straight into an aligned scratch of the caller's queue: fetches run on
+  // the host→device stream, persistent publishes on the communication stream.
+  thread_local std::vector<char> scratch;
+  const size_t bytes = file_->align(uint64_t(hi - lo) * esz);
+  scratch.resize(bytes + file_->block_size());
+  char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + file_->block_size() - 1) /
+                                          file_->block_size() * file_->block_size());
+  queue().run(std::vector<io::NvmeQueue::Op>{{false, region(3, cur_) + uint64_t(lo - begin_) * esz, aligned, bytes}});
+  std::memcpy(dst, aligned, size_t(hi - lo) * esz);
+}
+
 void HostOptimizer::finish_init() {
   const size_t n = size_t(end_ - begin_);
-  if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), DType::f32, n);
+  if (!file_) {
+    if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), DType::f32, n);
+    return;
+  }
+  if (!keep_compute_) return;
+  // The kept parameters from the master, one bounce-sized piece at a time.
+  const size_t esz = dtype_size(compute_dtype_);
+  const int64_t most = int64_t(bounce_.bytes() / 4);
+  std::vector<char> half(size_t(most) * esz + file_->block_size());
+  char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(half.data()) + file_->block_size() - 1) /
+                                          file_->block_size() * file_->block_size());
+  for (int64_t a = begin_; a < end_; a += most) {
+    const int64_t k = std::min(most, end_ - a);
+    queue().run(std::vector<io::NvmeQueue::Op>{
+        {false, region(0, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), file_->align(uint64_t(k) * 4)}});
+    cpu::convert_from_f32(aligned, compute_dtype_, bounce_.as<float>(), size_t(k));
+    queue().run(std::vector<io::NvmeQueue::Op>{
+        {true, region(3, cur_) + uint64_t(a - begin_) * esz, aligned, file_->align(uint64_t(k) * esz)}});
+  }
 }
+
+// ---- the step
 
 double HostOptimizer::accumulate(const HostChunk& c, const float* g, bool first) {
   const size_t esz = dtype_size(compute_dtype_);
@@ -56,55 +192,129 @@ double HostOptimizer::accumulate(const HostChunk& c, const float* g, bool first)
   return sum_squares_serial(acc, compute_dtype_, c.hi - c.lo);
 }
 
-bool HostOptimizer::update(const HostChunk& c, float lr, float grad_scale, int64_t t, void* out) {
-  const int src = cur_, dst = speculative_ ? 1 - cur_ : cur_;
-  const int64_t lo = c.lo - begin_, hi = c.hi - begin_;
+// AdamW over the groups' parts in [lo, hi) (shard offsets); every pointer is the chunk's
+// element lo. Writes the copy-out to `out` (chunk-relative) when given.
+bool HostOptimizer::adam(float* master, float* m, float* v, const float* p_in, const float* m_in, const float* v_in,
+                         int64_t lo, int64_t hi, float lr, float grad_scale, int64_t t, void* out) {
   const size_t esz = dtype_size(compute_dtype_);
   bool nonfinite = false;
   for (const AdamW::Group& g : groups_) {
-    const int64_t a = std::max(g.offset, lo), b = std::min(g.offset + g.count, hi);
+    const int64_t a = std::max(g.offset + begin_, lo), b = std::min(g.offset + begin_ + g.count, hi);
     if (b <= a) continue;
+    const int64_t i = a - lo;
     cpu::AdamTensors ts;
-    ts.param = master_[dst].as<float>() + a;
-    ts.m = m_[dst].as<float>() + a;
-    ts.v = v_[dst].as<float>() + a;
-    ts.param_in = master_[src].as<float>() + a;
-    ts.m_in = m_[src].as<float>() + a;
-    ts.v_in = v_[src].as<float>() + a;
-    ts.grad = static_cast<const char*>(grads_.data()) + size_t(a) * esz;
+    ts.param = master + i, ts.m = m + i, ts.v = v + i;
+    ts.param_in = p_in + i, ts.m_in = m_in + i, ts.v_in = v_in + i;
+    ts.grad = static_cast<const char*>(grads_.data()) + size_t(a - begin_) * esz;
     ts.grad_dtype = compute_dtype_;
     ts.n = b - a;
-    if (compute_dtype_ != DType::f32) {
-      ts.out_dtype = compute_dtype_;
-      ts.param_out = compute_.data() ? static_cast<char*>(compute_.data()) + size_t(a) * esz
-                                     : (out ? static_cast<char*>(out) + size_t(a - lo) * esz : nullptr);
-    }
+    if (compute_dtype_ != DType::f32 && out)
+      ts.out_dtype = compute_dtype_, ts.param_out = static_cast<char*>(out) + size_t(i) * esz;
     const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
                            true, true,       t,          grad_scale};
     nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
   }
-  // Padding is in no group: it stays zero in both copies (zeroed at start, never written).
-  if (out && compute_.data())
-    std::memcpy(out, static_cast<const char*>(compute_.data()) + size_t(lo) * esz, size_t(hi - lo) * esz);
-  else if (out && compute_dtype_ == DType::f32)
-    std::memcpy(out, master_[dst].as<float>() + lo, size_t(hi - lo) * 4);
+  // Padding is in no group; in f32 runs the copy-out is the master itself.
+  if (out && compute_dtype_ == DType::f32) std::memcpy(out, master, size_t(hi - lo) * 4);
   return nonfinite;
 }
 
-void HostOptimizer::commit() {
-  if (speculative_) cur_ = 1 - cur_;
+int HostOptimizer::slot_for(int64_t lo) {
+  for (int s = 0; s < 3; ++s)
+    if (slots_[s].lo == lo) return s;
+  return -1;
+}
+
+void HostOptimizer::read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool with_state) {
+  queue().wait(s.write_ticket);  // never overwrite a buffer that is still being written out
+  s.lo = lo, s.hi = hi;
+  const uint64_t off = uint64_t(lo - begin_) * 4, bytes = file_->align(uint64_t(hi - lo) * 4);
+  std::vector<io::NvmeQueue::Op> ops{{false, region(0, copy) + off, s.master, bytes}};
+  if (with_state)
+    ops.push_back({false, region(1, copy) + off, s.m, bytes}),
+        ops.push_back({false, region(2, copy) + off, s.v, bytes});
+  s.read_ticket = queue().start(ops);
+}
+
+bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, float grad_scale, int64_t t,
+                           void* out) {
+  const int src = cur_, dst = two_copies_ ? 1 - cur_ : cur_;
+  const size_t esz = dtype_size(compute_dtype_);
+  if (!file_) {
+    const int64_t i = c.lo - begin_;
+    void* copy_out = compute_.data() ? static_cast<char*>(compute_.data()) + size_t(i) * esz : out;
+    const bool bad = adam(master_[dst].as<float>() + i, m_[dst].as<float>() + i, v_[dst].as<float>() + i,
+                          master_[src].as<float>() + i, m_[src].as<float>() + i, v_[src].as<float>() + i, c.lo, c.hi,
+                          lr, grad_scale, t, copy_out);
+    if (out && compute_.data()) std::memcpy(out, copy_out, size_t(c.hi - c.lo) * esz);
+    return bad;
+  }
+  // NVMe: this chunk's state (prefetched by the previous update, or read now), the next
+  // chunk's read started, Adam in the swap buffer, then the write-back started.
+  int s = slot_for(c.lo);
+  if (s < 0) {
+    s = next_slot_;
+    next_slot_ = (next_slot_ + 1) % 3;
+    read_state(slots_[s], src, c.lo, c.hi, true);
+  }
+  Slot& cur = slots_[s];
+  queue().wait(cur.read_ticket);
+  if (next && slot_for(next->lo) < 0) {
+    int n = next_slot_;
+    if (n == s) n = (n + 1) % 3;
+    next_slot_ = (n + 1) % 3;
+    read_state(slots_[n], src, next->lo, next->hi, true);
+  }
+  void* copy_out = keep_compute_ ? cur.params : out;
+  const bool bad = adam(cur.master, cur.m, cur.v, cur.master, cur.m, cur.v, c.lo, c.hi, lr, grad_scale, t, copy_out);
+  if (out && keep_compute_) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
+  const uint64_t off = uint64_t(c.lo - begin_) * 4, bytes = file_->align(uint64_t(c.hi - c.lo) * 4);
+  std::vector<io::NvmeQueue::Op> ops{{true, region(0, dst) + off, cur.master, bytes},
+                                     {true, region(1, dst) + off, cur.m, bytes},
+                                     {true, region(2, dst) + off, cur.v, bytes}};
+  if (keep_compute_)
+    ops.push_back(
+        {true, region(3, dst) + uint64_t(c.lo - begin_) * esz, cur.params, file_->align(uint64_t(c.hi - c.lo) * esz)});
+  cur.write_ticket = queue().start(ops);
+  cur.lo = -1;  // its contents are this step's result, not a prefetch
+  return bad;
 }
 
 void HostOptimizer::restore(const HostChunk& c, void* out) {
-  const int64_t lo = c.lo - begin_, n = c.hi - c.lo;
-  const float* m = master_[cur_].as<float>() + lo;
-  if (compute_.data()) {
-    char* dst = static_cast<char*>(compute_.data()) + size_t(lo) * dtype_size(compute_dtype_);
-    cpu::convert_from_f32(dst, compute_dtype_, m, size_t(n));
-    if (out) std::memcpy(out, dst, size_t(n) * dtype_size(compute_dtype_));
-  } else if (out) {
-    cpu::convert_from_f32(out, compute_dtype_, m, size_t(n));
+  const size_t esz = dtype_size(compute_dtype_);
+  const int64_t n = c.hi - c.lo;
+  if (!file_) {
+    const float* m = master_[cur_].as<float>() + (c.lo - begin_);
+    if (compute_.data()) {
+      char* dst = static_cast<char*>(compute_.data()) + size_t(c.lo - begin_) * esz;
+      cpu::convert_from_f32(dst, compute_dtype_, m, size_t(n));
+      if (out) std::memcpy(out, dst, size_t(n) * esz);
+    } else if (out) {
+      cpu::convert_from_f32(out, compute_dtype_, m, size_t(n));
+    }
+    return;
   }
+  // On NVMe the kept parameters have a committed region of their own: only the device's
+  // copy needs restoring, from the committed master.
+  if (!out) return;
+  Slot& s = slots_[next_slot_];
+  next_slot_ = (next_slot_ + 1) % 3;
+  read_state(s, cur_, c.lo, c.hi, false);
+  queue().wait(s.read_ticket);
+  cpu::convert_from_f32(out, compute_dtype_, s.master, size_t(n));
+  s.lo = -1;
+}
+
+void HostOptimizer::flush() {
+  if (!file_) return;
+  io::NvmeQueue& q = queue();
+  q.wait(q.last_ticket());
+  for (Slot& s : slots_) s.lo = -1;
+}
+
+void HostOptimizer::commit() {
+  if (two_copies_) cur_ = 1 - cur_;
+  for (Slot& s : slots_) s.lo = -1;
 }
 
 }  // namespace strata::zero

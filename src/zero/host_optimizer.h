@@ -1,21 +1,31 @@
-// The host side of an offloaded optimizer (S4, --offload-optimizer cpu): this rank's f32
-// master, m and v for shard offsets [begin, end) live in host RAM, with the gradient
-// accumulator (in the run's gradient dtype), and the CPU Adam updates them chunk by chunk on
-// the host stream.
+// The host side of an offloaded optimizer (S4 --offload-optimizer cpu, S5 nvme): this
+// rank's f32 master, m and v for shard offsets [begin, end), with the gradient accumulator
+// (in the run's gradient dtype, always in host RAM), updated chunk by chunk by the CPU Adam
+// on the host stream.
+//
+// Where the states live: host RAM, or (S5) an NVMe swap file, in regions master | m | v
+// (and, with parameters offloaded too, the 16-bit parameters). On NVMe each update swaps
+// its chunk through a ring of three host buffers: while Adam runs on chunk c, the read of
+// chunk c+1 and the write of chunk c-1 are in flight.
 //
 // Speculative steps (the default): the update of a chunk runs as soon as its gradients are
 // complete, during backward, before the global norm is known. It reads the committed state
 // (copy `cur`) and writes the other copy, so the committed state stays intact: commit()
-// flips the copies; when clipping or an overflow says the speculation was wrong, the
-// trainer's real step recomputes from the committed copy (clipping) or keeps it (overflow).
-// This costs a second copy of master, m and v in host RAM, and no extra memory traffic (the
-// kernel reads one copy and writes the other in the same pass). Without speculation there
-// is one copy, updated in place after the norm is known.
+// flips the copies; when clipping or an overflow says the speculation was wrong, the step
+// recomputes from the committed copy (clipping) or keeps it (overflow). In RAM this costs a
+// second copy of master, m and v and no extra memory traffic (the kernel reads one copy and
+// writes the other in the same pass); on NVMe a second region. Without speculation there is
+// one copy in RAM, updated in place after the norm is known; on NVMe there are always two, so
+// that a failed write never leaves a partial step behind.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
+#include "io/nvme_store.h"
 #include "tier/tier_manager.h"
 #include "zero/adamw.h"
 
@@ -29,43 +39,81 @@ struct HostChunk {
 class HostOptimizer {
  public:
   // groups: AdamW groups in shard offsets (the owned pieces, with weight decay), of which
-  // the parts in [begin, end) are this optimizer's.
+  // the parts in [begin, end) are this optimizer's. keep_compute: the 16-bit parameters are
+  // kept here too (stage-3 parameter offload). nvme: where the states live (null: RAM);
+  // chunk_elements bounds a chunk (the NVMe swap buffers' size).
   HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
-                AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute);
+                AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
+                const io::NvmeOptions* nvme = nullptr, int rank = 0, int64_t chunk_elements = 0);
+  ~HostOptimizer();
 
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   bool speculative() const { return speculative_; }
-  size_t bytes() const;  // host memory held (states, copies, accumulator)
+  bool on_nvme() const { return file_ != nullptr; }
+  size_t bytes() const;  // host RAM held
+  uint64_t nvme_bytes() const { return file_ ? file_->capacity() : 0; }
+  const io::NvmeFile* nvme_file() const { return file_.get(); }
+  void set_faults(io::IoFaults* f) {
+    if (file_) file_->set_faults(f);
+  }
 
-  // The committed master, writable, for initialisation (shard offsets - begin); then
-  // finish_init() derives the host compute copy from it.
-  float* master_mut() { return master_[cur_].as<float>(); }
+  // The committed master of [lo, hi) (shard offsets): written at start-up, read back for
+  // export and for mirrors. With NVMe, lo and hi are multiples of the alignment.
+  void write_master(int64_t lo, int64_t hi, const float* src);
+  void read_master(int64_t lo, int64_t hi, float* dst);
+  // The committed parameters of [lo, hi) in the compute dtype (f32 runs: the master).
+  void read_compute(int64_t lo, int64_t hi, void* dst);
+  // After the master is written: derives the kept 16-bit parameters from it.
   void finish_init();
+
   // grads[lo, hi) (+)= g (rounded to the gradient dtype, as on the device); returns Σ g²
   // of the accumulated chunk (the norm's host part).
   double accumulate(const HostChunk& c, const float* g, bool first);
   // AdamW on the chunk with the accumulated gradients: speculative → writes the other copy,
-  // else in place. The updated parameters are written to `out` (compute dtype, chunk-relative)
-  // when given, and to the host compute copy when kept. Returns true on a non-finite gradient.
-  bool update(const HostChunk& c, float lr, float grad_scale, int64_t t, void* out);
+  // else in place. The updated parameters go to `out` (compute dtype, chunk-relative) when
+  // given, and to the kept parameters. Chunks must come in ascending index order (the NVMe
+  // prefetch reads the next). Returns true on a non-finite gradient.
+  bool update(const HostChunk& c, const HostChunk* next, float lr, float grad_scale, int64_t t, void* out);
+  // Writes the committed parameters of the chunk in the compute dtype to out (and restores
+  // kept RAM parameters): undoes a speculative copy-out after an overflow.
+  void restore(const HostChunk& c, void* out);
+  // Waits for every write this thread issued (before the step commits).
+  void flush();
   // The speculative copy becomes the committed one.
   void commit();
-  // Writes the committed parameters of the chunk in the compute dtype to out (and the host
-  // compute copy): undoes a speculative copy-out after an overflow.
-  void restore(const HostChunk& c, void* out);
-
-  const float* master() const { return master_[cur_].as<float>(); }  // committed, shard offsets - begin
-  const void* compute() const { return compute_.data(); }            // host compute copy (param offload)
 
  private:
+  struct Slot {  // an NVMe swap buffer: one chunk's master, m, v (and parameters)
+    float *master = nullptr, *m = nullptr, *v = nullptr;
+    char* params = nullptr;
+    int64_t lo = -1, hi = -1;
+    uint64_t read_ticket = 0, write_ticket = 0;
+  };
+  io::NvmeQueue& queue();                     // this thread's ring on the swap file
+  uint64_t region(int kind, int copy) const;  // byte offset of master/m/v/params (kind 0-3)
+  void read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool with_state);
+  int slot_for(int64_t lo);
+  bool adam(float* master, float* m, float* v, const float* p_in, const float* m_in, const float* v_in, int64_t lo,
+            int64_t hi, float lr, float grad_scale, int64_t t, void* out);
+
   AdamWConfig cfg_;
   int64_t begin_, end_;
   bool speculative_;
   DType compute_dtype_;
-  std::vector<AdamW::Group> groups_;  // clipped to [begin, end), offsets relative to begin
-  Buffer master_[2], m_[2], v_[2], grads_, compute_;
+  bool keep_compute_;
+  std::vector<AdamW::Group> groups_;                  // clipped to [begin, end), offsets relative to begin
+  Buffer master_[2], m_[2], v_[2], grads_, compute_;  // RAM states
   int cur_ = 0;
+  bool two_copies_ = false;
+  // NVMe
+  std::unique_ptr<io::NvmeFile> file_;
+  uint64_t region_bytes_[2] = {0, 0};  // f32 region, parameter region
+  Buffer swap_, bounce_;
+  Slot slots_[3];
+  int next_slot_ = 0;
+  std::mutex queues_mu_;
+  std::vector<std::pair<std::thread::id, std::unique_ptr<io::NvmeQueue>>> queues_;
 };
 
 }  // namespace strata::zero

@@ -87,8 +87,10 @@ void ZeroEngine::wait_host() {
   stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-float* ZeroEngine::master_at(int64_t off) {
-  return off < host_begin_ || !host_ ? shard_master_.as<float>() + off : host_->master_mut() + (off - host_begin_);
+void ZeroEngine::flush_host() {
+  if (!host_) return;
+  tiers_->host().launch_host([this] { host_->flush(); });
+  wait_host();
 }
 
 void* ZeroEngine::device_compute_at(int64_t off) {
@@ -114,7 +116,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   // Persistence only matters where parameters are partitioned; elsewhere it would only cut
   // sub-groups smaller.
   for (ParamSpan& p : buf_.params) p.persistent = policy_.parameters && p.count < opts_.param_persistence_threshold;
-  layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, opts_.sub_group_size);
+  // NVMe needs every chunk block-aligned in the swap file: sub-groups padded to 2048
+  // elements per rank (8 KiB of f32, 4 KiB of 16-bit) instead of 16.
+  layout_ = std::make_unique<PartitionLayout>(buf_.params, world_, opts_.sub_group_size, opts_.nvme ? 2048 : 16);
   const PartitionLayout& lay = *layout_;
   const int units = model.num_units();
   unit_groups_.assign(size_t(units), {});
@@ -147,9 +151,11 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   if (opts_.offload_optimizer) {
     AdamWConfig host_cfg = adam_cfg_;
     host_cfg.kernel.threads = std::max(1, opts_.host_threads);
+    const int64_t chunk =
+        std::max<int64_t>(lay.align(), int64_t(tiers_->staging().buffer_bytes() / 4) / lay.align() * lay.align());
     host_ = std::make_unique<HostOptimizer>(*tiers_, host_begin_, int64_t(shard), all_groups, host_cfg,
-                                            opts_.speculative_step, buf_.compute_dtype,
-                                            opts_.offload_param && low_precision());
+                                            opts_.speculative_step, buf_.compute_dtype, opts_.offload_param,
+                                            opts_.nvme ? &opts_.nvme_options : nullptr, rank_, chunk);
   }
 
   // Gradients.
@@ -197,8 +203,10 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   rounds_.assign(rs_plan_.buckets().size(), 0);
   for (size_t k = 0; k < remaining_.size(); ++k) remaining_[k] = N * rs_plan_.buckets()[k].width();
   if (host_) {
-    // Host chunks: each bucket's host part, cut to fit a staging buffer (f32 gradients).
-    const int64_t most = int64_t(tiers_->staging().buffer_bytes() / 4);
+    // Host chunks: each bucket's host part, cut to fit a staging buffer (f32 gradients), on
+    // the layout's alignment (NVMe needs it).
+    const int64_t most =
+        std::max<int64_t>(lay.align(), int64_t(tiers_->staging().buffer_bytes() / 4) / lay.align() * lay.align());
     bucket_chunks_.assign(rs_plan_.buckets().size(), {});
     for (size_t k = 0; k < rs_plan_.buckets().size(); ++k) {
       const Bucket& b = rs_plan_.buckets()[k];
@@ -279,30 +287,42 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed) {
   // Initial master shard: from the model's full parameters, or unit by unit.
   if (policy_.optimizer_states) {
     std::vector<float> unit(static_cast<size_t>(max_unit));  // one unit at a time, never the whole model
+    std::vector<float> mine;                                 // this rank's slice of the unit
     for (int u = 0; u < units; ++u) {
       const float* src = buf_.master ? buf_.master + model.unit_begin(u) : unit.data();
       if (!buf_.master) model.init_unit(u, seed, unit.data());
+      // The unit's shard range is contiguous (and aligned): assemble it, then store it where
+      // it lives — the device's part and the host's (RAM or NVMe).
+      const int64_t A = unit_shard_begin(u), B = unit_shard_end(u);
+      mine.assign(size_t(B - A), 0.0f);
       for (int gi : unit_groups_[size_t(u)]) {
         const SubGroup& g = lay.sub_groups()[size_t(gi)];
         const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard),
                       hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
-        // This rank's piece, split where the device's part ends and the host's begins.
-        for (int64_t at = lo; at < hi;) {
-          const int64_t off = lay.shard_offset(gi) + (at - lo);
-          const int64_t end = off < host_begin_ ? std::min(hi, at + (host_begin_ - off)) : hi;
-          std::memcpy(master_at(off), src + (g.flat_begin - model.unit_begin(u)) + at, size_t(end - at) * 4);
-          at = end;
-        }
+        if (hi > lo)
+          std::memcpy(mine.data() + (lay.shard_offset(gi) - A), src + (g.flat_begin - model.unit_begin(u)) + lo,
+                      size_t(hi - lo) * 4);
       }
+      const int64_t split = std::clamp(host_begin_, A, B);
+      if (split > A) std::memcpy(shard_master_.as<float>() + A, mine.data(), size_t(split - A) * 4);
+      if (B > split) host_->write_master(split, B, mine.data() + (split - A));
     }
     if (host_) {
       host_->finish_init();
-      const int64_t host_n = int64_t(shard) - host_begin_;
-      if (!low_precision() && !opts_.offload_param && host_n > 0)  // the device's f32 mirror of the host part
-        std::memcpy(shard_master_.as<float>() + host_begin_, host_->master(), size_t(host_n) * 4);
-      if (low_precision() && !opts_.offload_param && host_n > 0)
-        cpu::convert_parallel(static_cast<char*>(shard_compute_.data()) + size_t(host_begin_) * esz, buf_.compute_dtype,
-                              host_->master(), DType::f32, size_t(host_n));
+      // The device's copy of the host part: the f32 mirror, or the 16-bit compute shard.
+      const int64_t most = int64_t(1) << 20;
+      std::vector<float> part;
+      for (int64_t a = host_begin_; !opts_.offload_param && a < int64_t(shard); a += most) {
+        const int64_t b = std::min<int64_t>(int64_t(shard), a + most);
+        if (!low_precision()) {
+          host_->read_master(a, b, shard_master_.as<float>() + a);
+        } else {
+          part.resize(size_t(b - a));
+          host_->read_master(a, b, part.data());
+          cpu::convert_from_f32(static_cast<char*>(shard_compute_.data()) + size_t(a) * esz, buf_.compute_dtype,
+                                part.data(), size_t(b - a));
+        }
+      }
     }
     if (low_precision() && shard_compute_.data())
       be_.cast({shard_compute_.data(), buf_.compute_dtype, {host_begin_}, Tier::device},
@@ -472,7 +492,8 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
     tm.host().wait(ev);
     tm.host().launch_host([this, key] {
       void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
-      host_->update(chunks_[size_t(key >> 32)], plan_.lr, plan_.grad_scale, plan_.t,
+      const size_t c = size_t(key >> 32);
+      host_->update(chunks_[c], c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, plan_.lr, plan_.grad_scale, plan_.t,
                     device_compute_at(0) ? staging : nullptr);
     });
     tm.host().record(ev);
@@ -498,13 +519,16 @@ void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t,
   const int s = tm.staging().acquire();
   Event& ev = *stage_ev_[size_t(s)];
   const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
-  tm.host().launch_host([this, key, lr, grad_scale, t] {
-    const HostChunk& h = chunks_[size_t(key >> 32)];
+  redo_ = {lr, grad_scale, t};  // read by the host thread (a small capture: no allocation)
+  tm.host().launch_host([this, key] {
+    const size_t c = size_t(key >> 32);
+    const HostChunk& h = chunks_[c];
     void* staging = device_compute_at(0) ? tiers_->staging().data(int((key >> 1) & 0x7fff)) : nullptr;
     if (key & 1)
       host_->restore(h, staging);
     else
-      host_->update(h, lr, grad_scale, t, staging);
+      host_->update(h, c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, redo_.lr, redo_.grad_scale, redo_.t,
+                    staging);
   });
   tm.host().record(ev);
   if (device_compute_at(0)) {
@@ -597,7 +621,7 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
     // speculation it runs now, concurrently with the device's part below.
     const bool valid = speculated_ && lr == plan_.lr && grad_scale == plan_.grad_scale && t == plan_.t;
     if (speculated_ && !valid) {
-      wait_host();
+      flush_host();
       ++stats_.speculative_redos;
     }
     if (!valid)
@@ -615,7 +639,7 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
                     low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
   }
   if (host_) {
-    wait_host();
+    flush_host();
     host_->commit();
   }
   finish_step();
@@ -627,9 +651,9 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
 
 void ZeroEngine::skip_step() {
   if (host_ && speculated_) {  // undo the speculative copy-out: the committed state stands
-    wait_host();
+    flush_host();
     for (size_t c = 0; c < chunks_.size(); ++c) host_update_chunk(int(c), 0, 0, 0, true);
-    wait_host();
+    flush_host();
     ++stats_.speculative_discards;
   }
   finish_step();
@@ -692,9 +716,9 @@ void ZeroEngine::publish_persistent() {
       const SubGroup& s = lay.sub_groups()[g];
       const char* shard = static_cast<const char*>(shard_source());
       int64_t off = lay.shard_offset(int(g));
-      if (opts_.offload_param) {
+      if (opts_.offload_param) {  // this rank's slice comes from its home in host RAM or on NVMe
         char* dst = static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz;
-        std::memcpy(dst, shard + size_t(off) * esz, size_t(s.shard) * esz);
+        host_->read_compute(off, off + s.shard, dst);
         tiers_->count(tier::Edge::h2d, size_t(s.shard) * esz);
         shard = dst, off = 0, staged += s.shard;
       }
@@ -710,8 +734,7 @@ void ZeroEngine::publish_persistent() {
 // Where stage 3 gathers parameters from: this rank's compute shard on the device, or with
 // --offload-param its home in host RAM (the committed copy).
 const void* ZeroEngine::shard_source() const {
-  if (opts_.offload_param) return low_precision() ? host_->compute() : static_cast<const void*>(host_->master());
-  return low_precision() ? shard_compute_.data() : shard_master_.data();
+  return low_precision() ? shard_compute_.data() : shard_master_.data();  // (offloaded: see fetch_unit)
 }
 
 void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
@@ -772,8 +795,7 @@ void ZeroEngine::fetch_unit(int unit) {
     const int u = int(key & 0xffff);
     const size_t esz = dtype_size(buf_.compute_dtype);
     const size_t n = size_t(unit_shard_end(u) - unit_shard_begin(u)) * esz;
-    std::memcpy(static_cast<char*>(fetch_mem_.data()) + (key >> 16),
-                static_cast<const char*>(shard_source()) + size_t(unit_shard_begin(u)) * esz, n);
+    host_->read_compute(unit_shard_begin(u), unit_shard_end(u), static_cast<char*>(fetch_mem_.data()) + (key >> 16));
     tiers_->count(tier::Edge::h2d, n);
   });
   tiers_->h2d().record(*fetched_[size_t(unit)]);
@@ -866,6 +888,25 @@ void ZeroEngine::acquire_params(int unit) {
 
 // ---------------------------------------------------------------- tests, export, accounting
 
+void ZeroEngine::quiesce() {
+  std::vector<Stream*> streams{stream_.get()};
+  if (tiers_) streams.insert(streams.end(), {&tiers_->d2h(), &tiers_->host_sum(), &tiers_->host(), &tiers_->h2d()});
+  for (Stream* s : streams)
+    if (s) try {
+        s->synchronize();
+      } catch (const Error&) {
+      }
+  if (host_ && tiers_) {
+    tiers_->host().launch_host([this] {
+      try {
+        host_->flush();
+      } catch (const Error&) {
+      }
+    });
+    tiers_->host().synchronize();
+  }
+}
+
 void ZeroEngine::gather_full_params(std::span<float> out) {
   const PartitionLayout& lay = *layout_;
   STRATA_CHECK(out.size() == size_t(lay.model_elements()), "gather_full_params into " + std::to_string(out.size()),
@@ -880,7 +921,7 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
   std::vector<float> mine(static_cast<size_t>(lay.shard_elements()));
   if (host_begin_ > 0) std::memcpy(mine.data(), shard_master_.data(), size_t(host_begin_) * 4);
   if (host_ && mine.size() > size_t(host_begin_))
-    std::memcpy(mine.data() + host_begin_, host_->master(), (mine.size() - size_t(host_begin_)) * 4);
+    host_->read_master(host_begin_, int64_t(mine.size()), mine.data() + host_begin_);
   std::vector<float> padded(static_cast<size_t>(lay.padded_elements()));
   for (size_t g = 0; g < lay.sub_groups().size(); ++g)
     gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), mine.data(),

@@ -33,9 +33,9 @@
 #include "backend/backend.h"
 #include "comm/communicator.h"
 #include "model/unit_hooks.h"
+#include "tier/tier_manager.h"
 #include "zero/access_order.h"
 #include "zero/adamw.h"
-#include "tier/tier_manager.h"
 #include "zero/bucket_plan.h"
 #include "zero/host_optimizer.h"
 #include "zero/partition.h"
@@ -65,6 +65,9 @@ struct ZeroOptions {
   bool offload_param = false;      // --offload-param cpu (stage 3)
   bool speculative_step = true;    // host Adam during backward, rolled back when needed
   int host_threads = 1;            // CPU Adam threads on the host side
+  // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
+  bool nvme = false;
+  io::NvmeOptions nvme_options;
 };
 
 // What the trainer knows before a step's backward (for speculative offloaded updates).
@@ -134,6 +137,8 @@ class ZeroEngine final : public UnitHooks {
   void skip_step();
   // All f32 parameters in model-flat order (tests, export): gathered from the shards.
   void gather_full_params(std::span<float> out);
+  // After a failed step: lets every stream's queued work finish, dropping their errors.
+  void quiesce();
 
   // UnitHooks
   void begin_pass() override;
@@ -150,6 +155,7 @@ class ZeroEngine final : public UnitHooks {
   size_t comm_buffer_bytes() const;      // buckets, scratch, gather arena, staging shards
   size_t host_bytes() const;             // host RAM held for offloaded states
   Stream* comm_stream() { return stream_.get(); }
+  HostOptimizer* host_optimizer() { return host_.get(); }
 
  private:
   bool distributed() const { return comm_ && world_ > 1; }
@@ -165,7 +171,8 @@ class ZeroEngine final : public UnitHooks {
   void offload_chunk(int chunk, int out_slot, bool first, bool last);  // d2h → host sum → Adam → h2d
   void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
   void wait_host();
-  void* device_compute_at(int64_t shard_offset);  // where a chunk's updated parameters go on the device
+  void flush_host();                                // the host's queued work done and its NVMe writes on the drive
+  void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
   void gather_unit_work(int unit, int64_t offset);  // stage 3
   void publish_persistent();                        // stage 3
   // Main thread.
@@ -176,9 +183,8 @@ class ZeroEngine final : public UnitHooks {
   bool gather_ahead(int unit, int pass, bool evict);
   template <typename T>
   void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
-  void fetch_unit(int unit);  // stage 3 with --offload-param: host shard → device, then gather
-  float* master_at(int64_t shard_offset);  // this rank's f32 master, wherever it lives
-  const void* shard_source() const;        // stage 3 gathers from here
+  void fetch_unit(int unit);         // stage 3 with --offload-param: host shard → device, then gather
+  const void* shard_source() const;  // stage 3 gathers from here
   int64_t unit_shard_begin(int unit) const;
   int64_t unit_shard_end(int unit) const;
   float* bucket_slot(int bucket);
@@ -241,7 +247,7 @@ class ZeroEngine final : public UnitHooks {
   std::vector<HostChunk> chunks_;
   std::vector<std::vector<int>> bucket_chunks_;  // per reduce bucket
   std::vector<double> chunk_sq_;                 // per chunk: Σ g² (summed in chunk order)
-  StepPlan plan_;
+  StepPlan plan_, redo_;
   bool speculated_ = false;                       // this step's host chunks were updated speculatively
   std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
