@@ -19,7 +19,7 @@ namespace strata::bench {
 namespace {
 
 double store_bandwidth(io::NvmeFile& f, bool write, long long bytes, long long req, int qd, char* buf) {
-  io::NvmeQueue q(f);
+  io::NvmeQueue q(f, qd);  // this row's depth: requests in flight at once
   const iovec reg{buf, size_t(req) * size_t(qd)};
   q.register_buffers({&reg, 1});
   std::vector<io::NvmeQueue::Op> ops;

@@ -128,8 +128,8 @@ void NvmeFile::verify_checksums(uint64_t offset, const void* buf, size_t len) co
   }
 }
 
-NvmeQueue::NvmeQueue(NvmeFile& file) : file_(file), ring_(std::make_unique<io_uring>()) {
-  const int depth = file.options().queue_depth;
+NvmeQueue::NvmeQueue(NvmeFile& file, int queue_depth) : file_(file), ring_(std::make_unique<io_uring>()) {
+  const int depth = queue_depth > 0 ? queue_depth : file.options().queue_depth;
   const int rc = io_uring_queue_init(unsigned(depth), ring_.get(), 0);
   if (rc < 0) {
     ring_.reset();

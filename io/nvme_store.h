@@ -79,7 +79,8 @@ class NvmeFile {
 
 class NvmeQueue {
  public:
-  explicit NvmeQueue(NvmeFile& file);
+  // queue_depth 0: the file's --aio-queue-depth (the bench measures others).
+  explicit NvmeQueue(NvmeFile& file, int queue_depth = 0);
   ~NvmeQueue();
   NvmeQueue(const NvmeQueue&) = delete;
   NvmeQueue& operator=(const NvmeQueue&) = delete;
