@@ -17,7 +17,7 @@ case $case_name in
     "$bin" --help | grep -q "train" || fail "strata --help does not list train"
     "$bin" train --help >"$tmp/h" || fail "strata train --help failed"
     for opt in --model --data --steps --micro-batch --grad-accum --lr --warmup --precision --seed --out --log-every \
-               --adam-isa --pin-threads; do
+               --adam-isa --pin-threads --save-every --keep-checkpoints --resume; do
       grep -q -- "$opt" "$tmp/h" || fail "strata train --help lacks $opt"
     done
     "$bin" bench model --help | grep -q -- "--peer" || fail "strata bench model --help lacks --peer" ;;
@@ -101,5 +101,42 @@ case $case_name in
     grep -q '"skipped":true' "$tmp/run/metrics.jsonl" || fail "2^30 should overflow f16: $(head -2 "$tmp/run/metrics.jsonl")"
     grep -q '"loss_scale":' "$tmp/run/metrics.jsonl" || fail "metrics lack loss_scale"
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 200)" ;;
+  resume_sigkill)
+    # Killed with SIGKILL mid-training and mid-checkpoint, then --resume: every loss equals the
+    # uninterrupted run's (metrics.jsonl keeps the history up to the checkpoint).
+    args=(train --steps 30 --log-every 1 --seed 3 --save-every 5)
+    losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
+    "$bin" "${args[@]}" --out "$tmp/ref" 2>/dev/null || fail "reference run failed"
+    "$bin" "${args[@]}" --out "$tmp/a" 2>/dev/null &
+    pid=$!
+    for _ in $(seq 1 3000); do [[ -e "$tmp/a/checkpoints/step-00000010/manifest.json" ]] && break; sleep 0.01; done
+    kill -9 $pid 2>/dev/null; wait $pid; rc=$?
+    [[ $rc -eq 137 ]] || fail "the run was not killed mid-training (exit $rc)"
+    "$bin" "${args[@]}" --resume --out "$tmp/a" 2>"$tmp/err" || fail "resume failed: $(cat "$tmp/err")"
+    grep -q "resumed from .*step-000000[1-2][05]" "$tmp/err" || fail "did not resume from a checkpoint: $(cat "$tmp/err")"
+    diff <(losses "$tmp/ref") <(losses "$tmp/a") >"$tmp/diff" || fail "losses differ after SIGKILL + resume: $(head "$tmp/diff")"
+    STRATA_TEST_KILL_DURING_SAVE=10 "$bin" "${args[@]}" --out "$tmp/b" 2>/dev/null; rc=$?
+    [[ $rc -eq 137 ]] || fail "the run was not killed mid-checkpoint (exit $rc)"
+    [[ -d "$tmp/b/checkpoints/.step-00000010.tmp" && ! -e "$tmp/b/checkpoints/step-00000010" ]] ||
+      fail "expected a half-written step 10 and no complete one: $(ls -a "$tmp/b/checkpoints")"
+    "$bin" "${args[@]}" --resume --out "$tmp/b" 2>"$tmp/err" || fail "resume failed: $(cat "$tmp/err")"
+    grep -q "resumed from .*step-00000005" "$tmp/err" || fail "did not resume from step 5: $(cat "$tmp/err")"
+    diff <(losses "$tmp/ref") <(losses "$tmp/b") >"$tmp/diff" || fail "losses differ after a killed save: $(head "$tmp/diff")"
+    [[ ! -e "$tmp/b/checkpoints/.step-00000010.tmp" ]] || fail "the half-written checkpoint was not cleaned up"
+    echo "ok: $(losses "$tmp/b" | wc -l) losses identical after both kills" ;;
+  export_import)
+    "$bin" train --steps 40 --save-every 40 --out "$tmp/run" 2>/dev/null || fail "training failed"
+    "$bin" export "$tmp/run" --out "$tmp/hf" --dtype bf16 2>"$tmp/err" || fail "export failed: $(cat "$tmp/err")"
+    [[ -s "$tmp/hf/model.safetensors" && -s "$tmp/hf/config.json" ]] || fail "export wrote $(ls "$tmp/hf")"
+    grep -q '"model_type": "gpt2"' "$tmp/hf/config.json" || fail "config.json: $(cat "$tmp/hf/config.json")"
+    "$bin" export "$tmp/run/checkpoints/step-00000040" --out "$tmp/one.safetensors" 2>/dev/null || fail "export to a file failed"
+    [[ -s "$tmp/one.safetensors" ]] || fail "no file"
+    # Fine-tuning from the exported directory starts from the trained weights.
+    "$bin" train --model "$tmp/hf" --steps 1 --log-every 1 --out "$tmp/ft" 2>"$tmp/err" || fail "import failed: $(cat "$tmp/err")"
+    first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
+    awk -v l="$first" 'BEGIN { exit !(l < 5.0) }' || fail "imported model's loss $first is not below a fresh model's 5.53"
+    expect_error 1 "neither a checkpoint" -- export "$tmp" --out "$tmp/x"
+    expect_error 2 "\-\-out" -- export "$tmp/run"
+    echo "ok: imported loss $first" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -23,7 +23,8 @@ int train_main(int argc, char** argv) {
     std::snprintf(b, sizeof b, "%g", v);
     return cxxopts::value<std::string>()->default_value(b);
   };
-  o.add_options()("model", "model config (JSON)", str(d.model))(
+  o.add_options()("model", "model config (JSON) or a Hugging Face GPT-2 directory (config.json + safetensors weights)",
+                  str(d.model))(
       "data", "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin) or text (.txt, byte-level)",
       str(d.data))("data-format", "auto | u16 | u32 | text", str(d.data_format))(
       "steps", "optimizer steps", s(d.steps))("micro-batch", "sequences per micro-batch", s(d.micro_batch))(
@@ -80,6 +81,9 @@ int train_main(int argc, char** argv) {
       "bind-cpus", "true: device and host threads on disjoint CPUs when offloading | false", str("true"))(
       "activation-checkpointing", "keep each layer's output only and recompute the layer in backward")(
       "offload-activations", "none | cpu: activation checkpoints in host RAM", str(d.offload_activations))(
+      "save-every", "steps between checkpoints in OUT/checkpoints (0 = none; the last step is saved too)",
+      s(d.save_every))("keep-checkpoints", "complete checkpoints kept, newest first (0 = all)", s(d.keep_checkpoints))(
+      "resume", "continue from the newest complete checkpoint in --out (any world size or stage; fresh if none)")(
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
@@ -163,6 +167,9 @@ int train_main(int argc, char** argv) {
     t.device_threads = int(gi("device-threads"));
     t.host_threads = int(gi("host-threads"));
     t.comm_timeout = gd("comm-timeout");
+    t.save_every = gc("save-every");
+    t.keep_checkpoints = int(gc("keep-checkpoints"));
+    t.resume = r.count("resume") > 0;
   } catch (const Error& e) {
     return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
   }

@@ -6,8 +6,9 @@
 
 namespace strata::cli {
 
-int train_main(int argc, char** argv);  // argv[0] is "train"
-int bench_main(int argc, char** argv);  // argv[0] is "bench"
+int train_main(int argc, char** argv);   // argv[0] is "train"
+int bench_main(int argc, char** argv);   // argv[0] is "bench"
+int export_main(int argc, char** argv);  // argv[0] is "export"
 
 // Shared: prints "strata <cmd>: <message>" and returns the usage-error exit code (2).
 int usage_error(const char* cmd, const std::string& message);

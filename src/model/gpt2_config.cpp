@@ -1,7 +1,9 @@
 #include "model/gpt2_config.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -27,6 +29,63 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
   }
   STRATA_CHECK(j.is_object(), "model config '" + origin + "' is not a JSON object", "see configs/default.json");
   GPT2Config c;
+  // A Hugging Face config.json (model_type "gpt2") carries many more keys: the ones that do
+  // not change the computation are accepted, the ones that would are checked to be what
+  // Strata computes, and anything else is still an error.
+  const bool hf = j.contains("model_type");
+  if (hf)
+    STRATA_CHECK(j["model_type"] == "gpt2",
+                 "model config '" + origin + "' is a Hugging Face '" + j["model_type"].dump() + "' model",
+                 "Strata's GPT-2 path reads model_type \"gpt2\" configs");
+  static const std::set<std::string> hf_keys = {"activation_function",
+                                                "layer_norm_epsilon",
+                                                "n_inner",
+                                                "tie_word_embeddings",
+                                                "scale_attn_weights",
+                                                "scale_attn_by_inverse_layer_idx",
+                                                "reorder_and_upcast_attn",
+                                                "add_cross_attention",
+                                                "attn_pdrop",
+                                                "embd_pdrop",
+                                                "resid_pdrop",
+                                                "summary_activation",
+                                                "summary_first_dropout",
+                                                "summary_proj_to_labels",
+                                                "summary_type",
+                                                "summary_use_proj",
+                                                "bos_token_id",
+                                                "eos_token_id",
+                                                "pad_token_id",
+                                                "initializer_range",
+                                                "task_specific_params",
+                                                "torch_dtype",
+                                                "dtype",
+                                                "transformers_version",
+                                                "use_cache",
+                                                "_name_or_path",
+                                                "id2label",
+                                                "label2id"};
+  auto check_hf = [&](const std::string& key, const nlohmann::json& v) {
+    auto need = [&](bool ok, const std::string& expected) {
+      STRATA_CHECK(ok,
+                   "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata's GPT-2 computes",
+                   "Strata's GPT-2 uses " + expected);
+    };
+    if (key == "activation_function")
+      need(v == "gelu_new" || v == "gelu_pytorch_tanh", "the tanh GELU (gelu_new)");
+    else if (key == "layer_norm_epsilon")
+      need(v.is_number() && std::abs(v.get<double>() - 1e-5) < 1e-12, "layer_norm_epsilon 1e-5");
+    else if (key == "tie_word_embeddings" || key == "scale_attn_weights")
+      need(v == true, key + " true");
+    else if (key == "scale_attn_by_inverse_layer_idx" || key == "reorder_and_upcast_attn" ||
+             key == "add_cross_attention")
+      need(v == false, key + " false");
+    else if (key == "n_inner")
+      need(v.is_null() || (v.is_number_integer() && j.contains("n_embd") && v == 4 * j["n_embd"].get<int>()),
+           "n_inner = 4 * n_embd");
+    // Dropout probabilities, token ids and bookkeeping do not change training here (Strata
+    // trains without dropout).
+  };
   auto get_int = [&](const nlohmann::json& v, const std::string& key) {
     STRATA_CHECK(v.is_number_integer(), "model config '" + origin + "': '" + key + "' must be an integer",
                  "write it as a number, e.g. \"" + key + "\": 4");
@@ -47,6 +106,8 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
       c.max_seq_len = get_int(v, key);
     else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name")
       continue;
+    else if (hf && hf_keys.count(key))
+      check_hf(key, v);
     else
       throw_error("model config '" + origin + "': unknown key '" + key + "'",
                   "GPT-2 configs take n_layer, n_head, n_embd, vocab_size, padded_vocab_size, n_positions");

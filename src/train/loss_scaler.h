@@ -24,6 +24,16 @@ class LossScaler {
   double scale() const { return scale_; }
   // After each step (skipped or not): overflow says whether its gradients overflowed.
   void update(bool overflow);
+  // Everything update() depends on, for checkpoints.
+  struct State {
+    double scale;
+    int hysteresis_left;
+    int64_t iter, last_overflow;
+  };
+  State state() const { return {scale_, hysteresis_left_, iter_, last_overflow_}; }
+  void restore(const State& s) {
+    scale_ = s.scale, hysteresis_left_ = s.hysteresis_left, iter_ = s.iter, last_overflow_ = s.last_overflow;
+  }
 
  private:
   LossScaleConfig c_;

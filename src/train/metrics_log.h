@@ -9,7 +9,9 @@ namespace strata {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& out_dir);  // creates the directory; truncates the file
+  // Creates the directory and truncates the file; a resumed run (resumed_step >= 0) keeps the
+  // lines of steps up to resumed_step and appends after them.
+  explicit MetricsLog(const std::string& out_dir, int64_t resumed_step = -1);
   ~MetricsLog();
   void write(const nlohmann::json& record);
   const std::string& path() const { return path_; }

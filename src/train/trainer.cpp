@@ -19,8 +19,10 @@
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
+#include "model/hf_gpt2.h"
 #include "tier/activation_offload.h"
 #include "tier/tier_manager.h"
+#include "train/checkpoint.h"
 #include "train/data_loader.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
@@ -65,6 +67,17 @@ static void validate(const TrainOptions& o) {
   need(o.loss_scale >= 0, "--loss-scale must not be negative", "0 selects dynamic loss scaling");
 }
 
+// The model's shape as checkpoints record it.
+static nlohmann::json model_json(const GPT2Config& c) {
+  return {{"arch", "gpt2"},
+          {"n_layer", c.n_layer},
+          {"n_head", c.n_head},
+          {"n_embd", c.n_embd},
+          {"vocab_size", c.vocab_size},
+          {"padded_vocab_size", c.padded_vocab_size},
+          {"n_positions", c.max_seq_len}};
+}
+
 static std::string format_duration(double s) {
   char buf[32];
   const long t = long(s + 0.5);
@@ -77,7 +90,33 @@ TrainResult train(const TrainOptions& opts) {
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   const std::string model_path = resolve_resource(opts.model), data_path = resolve_resource(opts.data);
-  GPT2Config cfg = GPT2Config::load(model_path);
+  // A Hugging Face model directory brings its weights; a config file starts from the seed.
+  const bool hf_dir = is_hf_model_dir(model_path);
+  GPT2Config cfg = GPT2Config::load(hf_dir ? model_path + "/config.json" : model_path);
+  // Resume: the newest complete checkpoint (none yet: a fresh start, so job scripts can always
+  // pass --resume).
+  std::unique_ptr<CheckpointReader> ckpt;
+  if (opts.resume)
+    if (const std::string dir = newest_checkpoint(opts.out); !dir.empty())
+      ckpt = std::make_unique<CheckpointReader>(dir, opts.comm);
+  if (ckpt) {
+    const CheckpointManifest& m = ckpt->manifest();
+    STRATA_CHECK(m.model == model_json(cfg),
+                 "checkpoint '" + ckpt->dir() + "' was written for model " + m.model.dump() + ", this run's is " +
+                     model_json(cfg).dump(),
+                 "resume with the same --model (or a fresh --out)");
+    STRATA_CHECK(m.seed == opts.seed,
+                 "checkpoint '" + ckpt->dir() + "' was trained with --seed " + std::to_string(m.seed) +
+                     ", this run has " + std::to_string(opts.seed),
+                 "the data order follows the seed: resume with --seed " + std::to_string(m.seed));
+    STRATA_CHECK(m.step < opts.steps,
+                 "checkpoint '" + ckpt->dir() + "' is at step " + std::to_string(m.step) + ", past --steps " +
+                     std::to_string(opts.steps),
+                 "raise --steps to train further");
+  }
+  std::unique_ptr<HfGpt2Weights> imported;
+  if (hf_dir && !ckpt) imported = std::make_unique<HfGpt2Weights>(model_path, cfg);
+  const FlatSource* init = ckpt ? &ckpt->source(0) : imported.get();
   io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
   STRATA_CHECK(tf.max_token < cfg.vocab_size,
                "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" + model_path +
@@ -162,7 +201,12 @@ TrainResult train(const TrainOptions& opts) {
              {engine.model_owns_params(), false, engine.model_owns_master(opts.precision),
               opts.activation_checkpointing, act_store.get()},
              engine.hooks());
-  if (model.owns_master()) model.init_weights(opts.seed);
+  if (model.owns_master() && init) {
+    init->read(0, model.num_params(), model.master_flat().as<float>());
+    model.sync_compute_params();
+  } else if (model.owns_master()) {
+    model.init_weights(opts.seed);
+  }
   zero::ModelBuffers buffers;
   buffers.master = model.owns_master() ? model.master_flat().as<float>() : nullptr;
   buffers.compute = model.owns_params() ? model.compute_flat().data : nullptr;
@@ -172,13 +216,15 @@ TrainResult train(const TrainOptions& opts) {
                               model.param_specs()[i].shape.numel()});
     buffers.weight_decay.push_back(model.param_specs()[i].weight_decay);
   }
-  engine.attach(model, std::move(buffers), opts.seed);
+  engine.attach(model, std::move(buffers), opts.seed, init);
+  if (ckpt) engine.load_moments(ckpt->source(1), ckpt->source(2));
   if (engine.host_optimizer()) engine.host_optimizer()->set_faults(opts.nvme_faults);
   const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
   const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
   const bool lead = rank == 0;  // rank 0 reports for everyone
   std::unique_ptr<MetricsLog> metrics;
-  if (lead) metrics = std::make_unique<MetricsLog>(opts.out);
+  const int64_t start_step = ckpt ? ckpt->manifest().step : 0;
+  if (lead) metrics = std::make_unique<MetricsLog>(opts.out, ckpt ? start_step : -1);
 
   const int BT = opts.micro_batch * opts.seq_len;
   std::vector<int32_t> inputs(static_cast<size_t>(BT)), targets(static_cast<size_t>(BT));
@@ -224,8 +270,56 @@ TrainResult train(const TrainOptions& opts) {
   const bool fp16 = opts.precision == DType::f16;
   LossScaler scaler({fp16, opts.loss_scale == 0, opts.loss_scale, opts.initial_scale_power, opts.loss_scale_window,
                      opts.hysteresis, opts.min_loss_scale});
-  int64_t applied = 0;  // optimizer updates so far (overflowed fp16 steps apply none)
-  auto sample = [&] {   // the engines' cumulative counters, differenced per step
+  int64_t applied = 0;       // optimizer updates so far (overflowed fp16 steps apply none)
+  int64_t base_samples = 0;  // global samples consumed before this run's first step
+  if (ckpt) {
+    const CheckpointManifest& m = ckpt->manifest();
+    applied = m.applied, base_samples = m.samples, result.resumed_from = m.step;
+    const nlohmann::json& ls = m.loss_scaler;
+    if (fp16 && ls.contains("scale"))
+      scaler.restore({ls.value("scale", 1.0), ls.value("hysteresis_left", 1), ls.value("iter", int64_t(0)),
+                      ls.value("last_overflow", int64_t(-1))});
+    if (!quiet)
+      std::fprintf(stderr, "strata: resumed from %s (step %lld, saved by %d rank(s) at ZeRO stage %d)\n",
+                   ckpt->dir().c_str(), (long long)m.step, m.world, m.zero_stage);
+  }
+  auto save = [&](int64_t done_steps) {
+    CheckpointManifest m;
+    m.step = done_steps, m.applied = applied;
+    m.samples = base_samples + (done_steps - start_step) * samples_per_step;
+    m.world = world, m.zero_stage = opts.zero_stage, m.num_params = model.num_params(), m.seed = opts.seed;
+    m.model = model_json(cfg);
+    const LossScaler::State st = scaler.state();
+    m.loss_scaler = {{"scale", st.scale},
+                     {"hysteresis_left", st.hysteresis_left},
+                     {"iter", st.iter},
+                     {"last_overflow", st.last_overflow}};
+    m.run = {{"lr", opts.lr},
+             {"warmup", opts.warmup},
+             {"steps", opts.steps},
+             {"micro_batch", opts.micro_batch},
+             {"grad_accum", opts.grad_accum},
+             {"seq_len", opts.seq_len},
+             {"precision", std::string(dtype_name(opts.precision))},
+             {"data", data_path}};
+    save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, [&](const std::string& path) {
+      const std::vector<zero::ZeroEngine::StatePiece> pieces = engine.state_pieces(int64_t(1) << 22);
+      static const char* kinds[3] = {"master", "m", "v"};
+      std::vector<io::SafetensorsWriter::Entry> table;
+      for (const auto& p : pieces)
+        table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), DType::f32, {p.count}});
+      io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
+      std::vector<float> buf;
+      for (const auto& p : pieces) {
+        buf.resize(size_t(p.count));
+        engine.read_state(p, buf.data());
+        w.write(buf.data(), buf.size() * 4);
+      }
+      const uint64_t h = w.finish();
+      return SavedRankFile{h, w.bytes_total()};
+    });
+  };
+  auto sample = [&] {  // the engines' cumulative counters, differenced per step
     StepTimeline t;
     t.compute_s = engine.stats().blocked_s + (act_store ? act_store->blocked_seconds() : 0);  // blocked so far
     t.comm_s = engine.comm_stream() ? engine.comm_stream()->busy_seconds() : 0;
@@ -239,7 +333,7 @@ TrainResult train(const TrainOptions& opts) {
     return t;
   };
   try {
-    for (int64_t step = 0; step < opts.steps; ++step) {
+    for (int64_t step = start_step; step < opts.steps; ++step) {
       if (opts.on_step_begin) opts.on_step_begin(step);
       const auto t0 = clock::now();
       const StepTimeline before = sample();
@@ -250,8 +344,9 @@ TrainResult train(const TrainOptions& opts) {
       for (int micro = 0; micro < opts.grad_accum; ++micro) {
         engine.begin_micro(micro, opts.grad_accum);
         // This rank's slice of the step's global batch (the same samples for any world size).
-        loader.fill(zero::first_sample(step, rank, world, opts.micro_batch, opts.grad_accum, micro), opts.micro_batch,
-                    inputs, targets);
+        loader.fill(
+            base_samples + zero::first_sample(step - start_step, rank, world, opts.micro_batch, opts.grad_accum, micro),
+            opts.micro_batch, inputs, targets);
         model.forward(inputs);
         // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
         loss += model.backward(targets, float(scale / double(opts.grad_accum * world))) / opts.grad_accum;
@@ -278,7 +373,7 @@ TrainResult train(const TrainOptions& opts) {
       }
       scaler.update(red.overflow && fp16);
       const double step_s = std::chrono::duration<double>(clock::now() - t0).count();
-      if (step == 0) allocations_after_first = backend.budget().allocation_count();
+      if (step == start_step) allocations_after_first = backend.budget().allocation_count();
       const double tps = tokens_per_step / step_s;
       smoothed_tps = step == 0 ? tps : 0.9 * smoothed_tps + 0.1 * tps;
       StepTimeline tl = sample();
@@ -338,6 +433,7 @@ TrainResult train(const TrainOptions& opts) {
                      tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
                      format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
       }
+      if (opts.save_every > 0 && ((step + 1) % opts.save_every == 0 || step + 1 == opts.steps)) save(step + 1);
     }
   } catch (const Error&) {
     // A failed step commits nothing: what survives is the last completed step's state.
@@ -367,7 +463,7 @@ TrainResult train(const TrainOptions& opts) {
     result.final_params.resize(size_t(model.num_params()));
     engine.gather_full_params(result.final_params);
   }
-  if (!quiet)
+  if (!quiet && !result.steps.empty())
     std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n",
                  format_duration(result.seconds).c_str(), result.steps.front().loss, result.steps.back().loss,
                  metrics->path().c_str());

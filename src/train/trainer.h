@@ -81,6 +81,10 @@ struct TrainOptions {
   int device_threads = 0;
   int host_threads = 0;
   bool bind_cpus = false;
+  // Checkpoints (S6): OUT/checkpoints/step-N every save_every steps and after the last one.
+  int64_t save_every = 0;          // 0: no checkpoints
+  int keep_checkpoints = 2;        // complete checkpoints kept, newest first (0: all)
+  bool resume = false;             // continue from the newest complete checkpoint in out (fresh if none)
   double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
@@ -103,7 +107,8 @@ struct StepRecord {
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;  // every step
+  std::vector<StepRecord> steps;  // every step this run made (after a resume: from the checkpoint on)
+  int64_t resumed_from = 0;       // the checkpoint's step (0: a fresh start)
   double seconds = 0;
   int64_t num_params = 0;
   size_t device_high_water = 0;

@@ -32,6 +32,9 @@ class AdamW {
   bool step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
             std::span<const Group> groups, float lr, float grad_scale, int64_t t);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
+  // The moments, indexed like the parameters (checkpoints read and restore them).
+  float* m() { return m_.as<float>(); }
+  float* v() { return v_.as<float>(); }
 
  private:
   AdamWConfig cfg_;

@@ -102,13 +102,17 @@ uint64_t HostOptimizer::region(int kind, int copy) const {
 
 // ---- the committed master and parameters, by range (start-up, export, fetches)
 
-void HostOptimizer::write_master(int64_t lo, int64_t hi, const float* src) {
+int64_t HostOptimizer::alignment() const { return file_ ? int64_t(file_->block_size() / 4) : 1; }
+
+void HostOptimizer::write_state(int kind, int64_t lo, int64_t hi, const float* src) {
+  Buffer* ram = kind == 0 ? master_ : kind == 1 ? m_ : v_;
   if (!file_) {
-    std::memcpy(master_[cur_].as<float>() + (lo - begin_), src, size_t(hi - lo) * 4);
+    std::memcpy(ram[cur_].as<float>() + (lo - begin_), src, size_t(hi - lo) * 4);
     return;
   }
   // Through the bounce buffer (the source need not be aligned), chunk by chunk. Only the
-  // thread that owns bounce_ uses it: start-up and export run on the compute thread.
+  // thread that owns bounce_ uses it: start-up, checkpoints and export run on the compute
+  // thread with the host's work drained.
   const int64_t most = int64_t(bounce_.bytes() / 4);
   for (int64_t a = lo; a < hi; a += most) {
     const int64_t n = std::min(most, hi - a);
@@ -116,20 +120,21 @@ void HostOptimizer::write_master(int64_t lo, int64_t hi, const float* src) {
     std::memset(bounce_.data(), 0, bytes);
     std::memcpy(bounce_.data(), src + (a - lo), size_t(n) * 4);
     queue().run(
-        std::vector<io::NvmeQueue::Op>{{true, region(0, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes}});
+        std::vector<io::NvmeQueue::Op>{{true, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes}});
   }
 }
 
-void HostOptimizer::read_master(int64_t lo, int64_t hi, float* dst) {
+void HostOptimizer::read_committed(int kind, int64_t lo, int64_t hi, float* dst) {
+  Buffer* ram = kind == 0 ? master_ : kind == 1 ? m_ : v_;
   if (!file_) {
-    std::memcpy(dst, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
+    std::memcpy(dst, ram[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
     return;
   }
   const int64_t most = int64_t(bounce_.bytes() / 4);
   for (int64_t a = lo; a < hi; a += most) {
     const int64_t n = std::min(most, hi - a);
     queue().run(std::vector<io::NvmeQueue::Op>{
-        {false, region(0, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), file_->align(uint64_t(n) * 4)}});
+        {false, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), file_->align(uint64_t(n) * 4)}});
     std::memcpy(dst + (a - lo), bounce_.data(), size_t(n) * 4);
   }
 }

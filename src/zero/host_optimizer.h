@@ -60,8 +60,13 @@ class HostOptimizer {
 
   // The committed master of [lo, hi) (shard offsets): written at start-up, read back for
   // export and for mirrors. With NVMe, lo and hi are multiples of the alignment.
-  void write_master(int64_t lo, int64_t hi, const float* src);
-  void read_master(int64_t lo, int64_t hi, float* dst);
+  void write_master(int64_t lo, int64_t hi, const float* src) { write_state(0, lo, hi, src); }
+  void read_master(int64_t lo, int64_t hi, float* dst) { read_committed(0, lo, hi, dst); }
+  // The same for any committed state: kind 0 master, 1 m, 2 v (checkpoints). With NVMe, lo
+  // must be a multiple of the alignment (hi may be anything up to end()).
+  void write_state(int kind, int64_t lo, int64_t hi, const float* src);
+  void read_committed(int kind, int64_t lo, int64_t hi, float* dst);
+  int64_t alignment() const;  // elements: what lo must be a multiple of (1 in RAM)
   // The committed parameters of [lo, hi) in the compute dtype (f32 runs: the master).
   void read_compute(int64_t lo, int64_t hi, void* dst);
   // After the master is written: derives the kept 16-bit parameters from it.

@@ -32,6 +32,7 @@
 
 #include "backend/backend.h"
 #include "comm/communicator.h"
+#include "core/flat_source.h"
 #include "model/unit_hooks.h"
 #include "tier/tier_manager.h"
 #include "zero/access_order.h"
@@ -116,7 +117,8 @@ class ZeroEngine final : public UnitHooks {
   // Builds the partition and this rank's shards. The master shard comes from
   // buffers.master when the model has one, else unit by unit from model.init_unit(seed)
   // (never the whole model at once); the model's compute copy is then filled from it.
-  void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed);
+  // With `init`, the master comes from it instead (imported weights, a checkpoint).
+  void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, const FlatSource* init = nullptr);
 
   int stage() const { return opts_.stage; }
   DType grad_dtype() const { return grad_dtype_; }
@@ -139,6 +141,20 @@ class ZeroEngine final : public UnitHooks {
   void gather_full_params(std::span<float> out);
   // After a failed step: lets every stream's queued work finish, dropping their errors.
   void quiesce();
+
+  // Checkpoints (S6). What this rank saves of the committed optimizer state: kind 0 master,
+  // 1 m, 2 v, each piece a model-flat range (so a checkpoint can be read back by any world
+  // size or stage), in kind-major then shard order, cut to at most max_count elements.
+  // Stage 0 (nothing partitioned): rank 0 saves everything, the other ranks nothing.
+  struct StatePiece {
+    int kind;
+    int64_t flat_begin, count, shard_offset;
+  };
+  std::vector<StatePiece> state_pieces(int64_t max_count) const;
+  // A piece's committed values, wherever they live (device, host RAM or NVMe).
+  void read_state(const StatePiece& piece, float* out);
+  // Restores m and v of everything this rank owns (after attach restored the master).
+  void load_moments(const FlatSource& m, const FlatSource& v);
 
   // UnitHooks
   void begin_pass() override;
@@ -188,6 +204,8 @@ class ZeroEngine final : public UnitHooks {
   int64_t unit_shard_begin(int unit) const;
   int64_t unit_shard_end(int unit) const;
   float* bucket_slot(int bucket);
+  // Shard offsets [lo, hi) of state `kind`, read or written across the device and host parts.
+  void shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bool write);
 
   Backend& be_;
   Communicator* comm_;

@@ -1,0 +1,52 @@
+// `strata export CHECKPOINT --out FILE_OR_DIR`: a sharded checkpoint (any world size or
+// stage) consolidated into Hugging Face safetensors, one tensor at a time.
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "model/hf_gpt2.h"
+#include "train/checkpoint.h"
+
+namespace strata::cli {
+
+int export_main(int argc, char** argv) {
+  cxxopts::Options o("strata export",
+                     "Consolidate a checkpoint into Hugging Face safetensors (GPT-2 names). CHECKPOINT is a "
+                     "checkpoint directory, or a training --out directory (its newest complete checkpoint).");
+  o.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
+      "out", "a .safetensors file, or a directory (model.safetensors + config.json)", cxxopts::value<std::string>())(
+      "dtype", "f32 | bf16 | f16", cxxopts::value<std::string>()->default_value("f32"))("h,help", "show this help");
+  o.parse_positional({"checkpoint"});
+  o.positional_help("CHECKPOINT");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "export", r)) return *done;
+  if (!r.count("checkpoint")) return usage_error("export", "give the checkpoint directory");
+  if (!r.count("out")) return usage_error("export", "give --out FILE.safetensors or --out DIR");
+  const std::string dtype = r["dtype"].as<std::string>();
+  if (dtype != "f32" && dtype != "bf16" && dtype != "f16")
+    return usage_error("export", "--dtype: '" + dtype + "' is not f32, bf16 or f16");
+  std::string dir = r["checkpoint"].as<std::string>();
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "manifest.json")) {
+    const std::string newest = newest_checkpoint(dir);
+    STRATA_CHECK(!newest.empty(), "'" + dir + "' is neither a checkpoint nor an --out directory with one",
+                 "train with --save-every N, then export OUT or OUT/checkpoints/step-N");
+    dir = newest;
+  }
+  CheckpointReader ck(dir, nullptr);
+  const GPT2Config cfg = GPT2Config::from_json_text(
+      [&] {
+        nlohmann::json m = ck.manifest().model;
+        m.erase("arch");
+        return m.dump();
+      }(),
+      dir + "/manifest.json");
+  const std::string out = r["out"].as<std::string>();
+  export_hf_gpt2(cfg, ck.source(0), out, parse_dtype(dtype));
+  std::fprintf(stderr, "strata export: step %lld of %s -> %s (%s)\n", (long long)ck.manifest().step, dir.c_str(),
+               out.c_str(), dtype.c_str());
+  return 0;
+}
+
+}  // namespace strata::cli

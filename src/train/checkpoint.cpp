@@ -1,0 +1,340 @@
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "strata-checkpoint";
+constexpr int kVersion = 1;
+
+void fsync_path(const fs::path& p, bool dir) {
+  const int fd = ::open(p.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  STRATA_CHECK(fd >= 0, "cannot open '" + p.string() + "' to sync it: " + std::strerror(errno), "check --out");
+  const int rc = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  STRATA_CHECK(rc == 0, "fsync of '" + p.string() + "' failed: " + std::strerror(e), "the disk may be full or failing");
+}
+
+void write_file_durably(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    STRATA_CHECK(f, "cannot create '" + tmp.string() + "': " + std::strerror(errno), "check --out");
+    const bool ok =
+        std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+    const int e = errno;
+    std::fclose(f);
+    STRATA_CHECK(ok, "writing '" + tmp.string() + "' failed: " + std::strerror(e), "free space on --out's disk");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  STRATA_CHECK(!ec, "cannot rename '" + tmp.string() + "': " + ec.message(), "check --out");
+}
+
+std::string rank_file_name(int rank, int world) {
+  char b[64];
+  std::snprintf(b, sizeof b, "rank-%05d-of-%05d.safetensors", rank, world);
+  return b;
+}
+
+bool parse_step_dir(const std::string& name, int64_t* step) {
+  if (name.size() != 13 || name.compare(0, 5, "step-") != 0) return false;
+  int64_t v = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+    v = v * 10 + (name[i] - '0');
+  }
+  *step = v;
+  return true;
+}
+
+std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& root) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    int64_t step = 0;
+    if (e.is_directory() && parse_step_dir(e.path().filename().string(), &step) &&
+        fs::exists(e.path() / "manifest.json"))
+      out.emplace_back(step, e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string checkpoint_dir_name(int64_t step) {
+  char b[32];
+  std::snprintf(b, sizeof b, "step-%08lld", (long long)step);
+  return b;
+}
+
+nlohmann::json CheckpointManifest::to_json() const {
+  nlohmann::json files_j = nlohmann::json::array();
+  for (const CheckpointFile& f : files)
+    files_j.push_back({{"name", f.name}, {"bytes", f.bytes}, {"xxh64", io::hex64(f.xxh64)}});
+  return {{"format", kFormat},        {"version", kVersion},        {"step", step},
+          {"applied", applied},       {"samples", samples},         {"world", world},
+          {"zero_stage", zero_stage}, {"num_params", num_params},   {"seed", seed},
+          {"model", model},           {"loss_scaler", loss_scaler}, {"run", run},
+          {"files", files_j}};
+}
+
+CheckpointManifest CheckpointManifest::parse(const std::string& text, const std::string& origin) {
+  const std::string where = "checkpoint manifest '" + origin + "'";
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  STRATA_CHECK(!j.is_discarded() && j.is_object(), where + " is not a JSON object",
+               "the manifest is corrupted: resume from an older checkpoint (delete this one)");
+  auto need = [&](const char* key, bool ok) {
+    STRATA_CHECK(j.contains(key) && ok, where + ": '" + key + "' is missing or has the wrong type",
+                 "the manifest is corrupted or from another program");
+  };
+  need("format", j.contains("format") && j["format"].is_string());
+  STRATA_CHECK(j["format"] == kFormat, where + ": format " + j["format"].dump() + ", expected \"" + kFormat + "\"",
+               "this directory is not a Strata checkpoint");
+  need("version", j.contains("version") && j["version"].is_number_integer());
+  STRATA_CHECK(j["version"] == kVersion,
+               where + ": version " + j["version"].dump() + " is not " + std::to_string(kVersion),
+               "resume with the Strata version that wrote it");
+  auto integer = [&](const char* key, int64_t lo) {
+    need(key, j.contains(key) && j[key].is_number_integer());
+    const int64_t v = j[key].get<int64_t>();
+    STRATA_CHECK(v >= lo, where + ": '" + key + "' = " + std::to_string(v) + " is out of range",
+                 "the manifest is corrupted");
+    return v;
+  };
+  CheckpointManifest m;
+  m.step = integer("step", 0);
+  m.applied = integer("applied", 0);
+  m.samples = integer("samples", 0);
+  m.world = int(std::min<int64_t>(integer("world", 1), 1 << 20));
+  m.zero_stage = int(integer("zero_stage", 0));
+  STRATA_CHECK(m.zero_stage <= 3, where + ": zero_stage " + std::to_string(m.zero_stage), "the manifest is corrupted");
+  m.num_params = integer("num_params", 1);
+  need("seed", j.contains("seed") && j["seed"].is_number_unsigned());
+  m.seed = j["seed"].get<uint64_t>();
+  need("model", j.contains("model") && j["model"].is_object());
+  m.model = j["model"];
+  need("loss_scaler", j.contains("loss_scaler") && j["loss_scaler"].is_object());
+  m.loss_scaler = j["loss_scaler"];
+  need("run", j.contains("run") && j["run"].is_object());
+  m.run = j["run"];
+  need("files", j.contains("files") && j["files"].is_array() && !j["files"].empty());
+  for (const auto& f : j["files"]) {
+    STRATA_CHECK(f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("bytes") &&
+                     f["bytes"].is_number_unsigned() && f.contains("xxh64") && f["xxh64"].is_string(),
+                 where + ": a files entry lacks name, bytes or xxh64", "the manifest is corrupted");
+    CheckpointFile cf;
+    cf.name = f["name"].get<std::string>();
+    STRATA_CHECK(!cf.name.empty() && cf.name.find('/') == std::string::npos && cf.name[0] != '.',
+                 where + ": file name '" + cf.name + "' is not a plain file name", "the manifest is corrupted");
+    cf.bytes = f["bytes"].get<uint64_t>();
+    const std::string h = f["xxh64"].get<std::string>();
+    STRATA_CHECK(h.size() == 16 && h.find_first_not_of("0123456789abcdef") == std::string::npos,
+                 where + ": checksum '" + h + "' of " + cf.name + " is not 16 hex digits", "the manifest is corrupted");
+    cf.xxh64 = std::stoull(h, nullptr, 16);
+    m.files.push_back(cf);
+  }
+  return m;
+}
+
+std::string newest_checkpoint(const std::string& out) {
+  auto all = complete_checkpoints(fs::path(out) / "checkpoints");
+  return all.empty() ? std::string() : all.back().second.string();
+}
+
+void save_checkpoint(const std::string& out, CheckpointManifest manifest, Communicator* comm, int keep,
+                     const std::function<SavedRankFile(const std::string&)>& write_rank_file) {
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  const fs::path root = fs::path(out) / "checkpoints";
+  const fs::path final_dir = root / checkpoint_dir_name(manifest.step);
+  const fs::path tmp = root / ("." + checkpoint_dir_name(manifest.step) + ".tmp");
+  // Every failure is agreed: a rank that failed says so, and all ranks throw alike.
+  auto agree = [&](bool ok, const std::string& what) {
+    int64_t bad = ok ? 0 : 1;
+    if (comm && world > 1) comm->all_reduce(std::span<int64_t>(&bad, 1), ReduceOp::max);
+    STRATA_CHECK(bad == 0, "checkpoint of step " + std::to_string(manifest.step) + " failed: " + what,
+                 "the previous checkpoint is still the newest complete one; free space or fix --out and --resume");
+  };
+  std::string err;
+  if (rank == 0) {
+    try {
+      std::error_code ec;
+      fs::create_directories(root, ec);
+      STRATA_CHECK(!ec, "cannot create '" + root.string() + "': " + ec.message(), "check --out");
+      for (const auto& e : fs::directory_iterator(root))  // leftovers of interrupted saves
+        if (e.path().filename().string().starts_with(".step-")) fs::remove_all(e.path());
+      fs::create_directories(tmp);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  agree(err.empty(), err.empty() ? "rank 0 could not create the directory" : err);
+  SavedRankFile mine;
+  try {
+    mine = write_rank_file((tmp / rank_file_name(rank, world)).string());
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  agree(err.empty(), err.empty() ? "another rank could not write its partition" : err);
+  // Each rank's checksum and size, to rank 0's manifest.
+  const int64_t pair[2] = {int64_t(mine.xxh64), int64_t(mine.bytes)};
+  std::vector<int64_t> all(size_t(2 * world));
+  if (comm && world > 1)
+    comm->all_gather(std::span<const int64_t>(pair, 2), std::span<int64_t>(all));
+  else
+    all[0] = pair[0], all[1] = pair[1];
+  if (rank == 0) {
+    try {
+      manifest.files.clear();
+      for (int r = 0; r < world; ++r)
+        manifest.files.push_back(
+            {rank_file_name(r, world), uint64_t(all[size_t(2 * r + 1)]), uint64_t(all[size_t(2 * r)])});
+      if (const char* k = std::getenv("STRATA_TEST_KILL_DURING_SAVE"); k && std::atoll(k) == manifest.step)
+        ::raise(SIGKILL);  // test seam: die with every partition written but no manifest
+      write_file_durably(tmp / "manifest.json", manifest.to_json().dump(1) + "\n");
+      fsync_path(tmp, true);
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a checkpoint of the same step (rerun)
+      fs::rename(tmp, final_dir);
+      fsync_path(root, true);
+      // Prune: the oldest beyond `keep`, manifest first so a half-deleted one is never complete.
+      auto done = complete_checkpoints(root);
+      for (size_t i = 0; keep > 0 && i + size_t(keep) < done.size(); ++i) {
+        fs::remove(done[i].second / "manifest.json");
+        fsync_path(done[i].second, true);
+        fs::remove_all(done[i].second);
+      }
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  agree(err.empty(), err.empty() ? "rank 0 could not complete the manifest" : err);
+}
+
+// One state (master, m or v): the pieces of every rank file, sorted by flat position.
+class CheckpointReader::Source final : public FlatSource {
+ public:
+  struct Piece {
+    int64_t begin, count;
+    const io::SafetensorsFile* file;
+    const io::SafeTensor* tensor;
+  };
+  std::vector<Piece> pieces;
+  std::string what;
+  void read(int64_t flat_begin, int64_t count, float* out) const override {
+    const int64_t end = flat_begin + count;
+    auto it = std::upper_bound(pieces.begin(), pieces.end(), flat_begin,
+                               [](int64_t v, const Piece& p) { return v < p.begin + p.count; });
+    int64_t at = flat_begin;
+    for (; at < end && it != pieces.end() && it->begin <= at; ++it) {
+      const int64_t hi = std::min(end, it->begin + it->count);
+      it->file->read_f32(*it->tensor, at - it->begin, std::span<float>(out + (at - flat_begin), size_t(hi - at)));
+      at = hi;
+    }
+    STRATA_CHECK(
+        at == end,
+        what + " has no values for parameter elements [" + std::to_string(at) + ", " + std::to_string(end) + ")",
+        "the checkpoint is incomplete or was written for a different model");
+  }
+};
+
+CheckpointReader::CheckpointReader(const std::string& dir, Communicator* comm) : dir_(dir) {
+  const fs::path mpath = fs::path(dir) / "manifest.json";
+  std::ifstream f(mpath);
+  STRATA_CHECK(f.good(), "cannot read '" + mpath.string() + "'", "is this a complete checkpoint directory?");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  manifest_ = CheckpointManifest::parse(ss.str(), mpath.string());
+  const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
+  // Sizes first (cheap, everywhere), then the checksums, each rank a share of the files.
+  int64_t bad = -1;
+  std::string err;
+  for (size_t i = 0; i < manifest_.files.size(); ++i) {
+    const CheckpointFile& cf = manifest_.files[i];
+    const fs::path p = fs::path(dir) / cf.name;
+    std::error_code ec;
+    const uint64_t size = fs::file_size(p, ec);
+    if (ec || size != cf.bytes) {
+      bad = int64_t(i);
+      err = "'" + p.string() + "' has " + (ec ? "no size (" + ec.message() + ")" : std::to_string(size) + " bytes") +
+            ", the manifest says " + std::to_string(cf.bytes) + " (truncated?)";
+      break;
+    }
+    if (int(i % size_t(world)) == rank) {
+      const uint64_t h = io::file_xxh64(p.string());
+      if (h != cf.xxh64) {
+        bad = int64_t(i);
+        err = "'" + p.string() + "' has checksum " + io::hex64(h) + ", the manifest says " + io::hex64(cf.xxh64) +
+              " (corrupted)";
+        break;
+      }
+    }
+  }
+  int64_t worst = bad;
+  if (comm && world > 1) comm->all_reduce(std::span<int64_t>(&worst, 1), ReduceOp::max);
+  STRATA_CHECK(worst < 0,
+               err.empty() ? "checkpoint '" + dir + "': file " + manifest_.files[size_t(worst)].name +
+                                 " failed its size or checksum check on another rank"
+                           : "checkpoint '" + dir + "': " + err,
+               "resume from an older checkpoint: delete this directory (or its manifest.json)");
+  for (int k = 0; k < 3; ++k) {
+    sources_.push_back(std::make_unique<Source>());
+    sources_.back()->what = "checkpoint '" + dir + "' (" + (k == 0 ? "master" : k == 1 ? "m" : "v") + ")";
+  }
+  for (const CheckpointFile& cf : manifest_.files) {
+    files_.push_back(std::make_unique<io::SafetensorsFile>((fs::path(dir) / cf.name).string()));
+    for (const io::SafeTensor& t : files_.back()->header().tensors) {
+      const size_t dot = t.name.find('.');
+      const std::string kind = t.name.substr(0, dot);
+      const int k = kind == "master" ? 0 : kind == "m" ? 1 : kind == "v" ? 2 : -1;
+      int64_t begin = -1;
+      if (dot != std::string::npos && dot + 1 < t.name.size() &&
+          t.name.find_first_not_of("0123456789", dot + 1) == std::string::npos && t.name.size() - dot <= 16)
+        begin = std::stoll(t.name.substr(dot + 1));
+      STRATA_CHECK(k >= 0 && begin >= 0 && t.readable && t.shape.size() == 1,
+                   "checkpoint file '" + files_.back()->path() + "' holds an unexpected tensor '" + t.name + "'",
+                   "the checkpoint is corrupted or not Strata's");
+      sources_[size_t(k)]->pieces.push_back({begin, t.shape[0], files_.back().get(), &t});
+    }
+  }
+  for (auto& s : sources_) {
+    std::sort(s->pieces.begin(), s->pieces.end(),
+              [](const Source::Piece& a, const Source::Piece& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < s->pieces.size(); ++i)
+      STRATA_CHECK(s->pieces[i].begin >= s->pieces[i - 1].begin + s->pieces[i - 1].count,
+                   s->what + ": two files hold parameter element " + std::to_string(s->pieces[i].begin),
+                   "the checkpoint is corrupted");
+    int64_t total = 0;
+    for (const auto& p : s->pieces) total += p.count;
+    STRATA_CHECK(total == manifest_.num_params,
+                 s->what + " holds " + std::to_string(total) + " values for " + std::to_string(manifest_.num_params) +
+                     " parameters",
+                 "the checkpoint is incomplete or corrupted");
+  }
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const FlatSource& CheckpointReader::source(int kind) const { return *sources_[size_t(kind)]; }
+
+}  // namespace strata

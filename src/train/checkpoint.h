@@ -1,0 +1,87 @@
+// Sharded, atomic checkpoints (S6).
+//
+// OUT/checkpoints/step-00000012/
+//   manifest.json                          trainer state + every file's size and xxHash64
+//   rank-00000-of-00002.safetensors        what rank 0 owns: tensors "master.<flat>",
+//   rank-00001-of-00002.safetensors          "m.<flat>", "v.<flat>" (f32, model-flat ranges)
+//
+// A save writes into OUT/checkpoints/.step-00000012.tmp/: each rank its file (fsync), then
+// rank 0 the manifest (temp name, fsync, rename), then the directory is renamed to its final
+// name and the parent fsynced. Only a directory with a manifest is a checkpoint, so a job
+// killed at any point leaves the previous checkpoint as the newest complete one; stale
+// .tmp directories are removed by the next save. Old checkpoints beyond --keep-checkpoints
+// are pruned manifest first.
+//
+// Partitions are saved by model-flat position, not by rank layout: a reader of any world
+// size or ZeRO stage takes the ranges it owns from whichever files hold them (resharding in
+// place, no offline tool).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/flat_source.h"
+#include "io/safetensors.h"
+
+namespace strata {
+
+class Communicator;
+
+struct CheckpointFile {
+  std::string name;
+  uint64_t bytes = 0, xxh64 = 0;
+};
+
+struct CheckpointManifest {
+  int64_t step = 0;     // completed steps
+  int64_t applied = 0;  // optimizer updates (fp16 may skip some)
+  int64_t samples = 0;  // global samples consumed
+  int world = 1, zero_stage = 0;
+  int64_t num_params = 0;
+  uint64_t seed = 0;
+  nlohmann::json model;        // the model's shape (checked on resume)
+  nlohmann::json loss_scaler;  // LossScaler::state()
+  nlohmann::json run;          // the options that shaped the run (for --print and checks)
+  std::vector<CheckpointFile> files;
+
+  nlohmann::json to_json() const;
+  // Parses and validates a manifest (the fuzzed entry point): every key present with its
+  // type, file names plain; throws Error naming `origin`.
+  static CheckpointManifest parse(const std::string& text, const std::string& origin);
+};
+
+// The newest complete checkpoint under out/checkpoints ("" if none).
+std::string newest_checkpoint(const std::string& out);
+std::string checkpoint_dir_name(int64_t step);
+
+// Collective over comm (null: one rank). `write_rank_file` writes this rank's partition
+// into the given path and returns its checksum and size. Rank 0 completes the manifest,
+// renames and prunes. Throws (on every rank) if any rank failed; the previous checkpoint
+// stays the newest complete one.
+struct SavedRankFile {
+  uint64_t xxh64 = 0, bytes = 0;
+};
+void save_checkpoint(const std::string& out, CheckpointManifest manifest, Communicator* comm, int keep,
+                     const std::function<SavedRankFile(const std::string& path)>& write_rank_file);
+
+// A complete checkpoint opened for reading: the manifest, its files verified against their
+// checksums (each rank verifies its share; the result is agreed), and one source per state.
+class CheckpointReader {
+ public:
+  CheckpointReader(const std::string& dir, Communicator* comm);
+  ~CheckpointReader();
+  const CheckpointManifest& manifest() const { return manifest_; }
+  const std::string& dir() const { return dir_; }
+  const FlatSource& source(int kind) const;  // 0 master, 1 m, 2 v
+
+ private:
+  class Source;
+  std::string dir_;
+  CheckpointManifest manifest_;
+  std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<Source>> sources_;
+};
+
+}  // namespace strata

@@ -1,0 +1,253 @@
+// Checkpoints under real mpirun (1-4 ranks): a run interrupted after a checkpoint and
+// resumed with --resume continues bitwise identically (every later loss and the final
+// parameters), in every stage and tier; a checkpoint written by one rank is resumed by N
+// ranks at another ZeRO stage and the other way round (resharding in place), matching the
+// uninterrupted run within the S3 tolerance; corrupted, truncated or mismatched checkpoints
+// are refused with a message naming what is wrong; old checkpoints are pruned.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "comm/mpi_comm.h"
+#include "mpi_test_main.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+MpiComm* world = nullptr;
+
+struct Interrupted : Error {
+  Interrupted() : Error("interrupted by the test", "") {}
+};
+
+// One directory name for all ranks (rank 0's pid), so they share the checkpoints.
+std::string shared_dir(const std::string& tag) {
+  int64_t pid = getpid();
+  world->broadcast(std::span<int64_t>(&pid, 1), 0);
+  return (fs::temp_directory_path() / ("strata_resume_" + tag + "_" + std::to_string(pid))).string();
+}
+
+TrainOptions base(const std::string& out, bool distributed = true) {
+  TrainOptions o;
+  o.model = test::source_path("configs/gpt2-tiny-bytes.json");
+  o.data = test::source_path("data/default.txt");
+  o.steps = 8;
+  o.seq_len = 16;
+  o.micro_batch = 2;
+  o.warmup = 2;
+  o.lr = 1e-3;
+  o.quiet = true;
+  o.keep_final_params = true;
+  o.out = out;
+  o.log_every = 1;
+  if (distributed) o.comm = world;
+  return o;
+}
+
+// Trains to the end, interrupted once at `stop` (after the checkpoint of step `stop`) and
+// resumed; returns the resumed run's result.
+TrainResult interrupted_and_resumed(TrainOptions o, int64_t stop) {
+  o.save_every = stop;
+  TrainOptions first = o;
+  first.on_step_begin = [stop](int64_t step) {
+    if (step == stop + 1) throw Interrupted();  // killed one step after the checkpoint
+  };
+  EXPECT_THROW(train(first), Interrupted);
+  o.resume = true;
+  return train(o);
+}
+
+void expect_bitwise(const TrainResult& a, const TrainResult& b, int64_t from, const std::string& what) {
+  ASSERT_EQ(b.resumed_from, from) << what;
+  ASSERT_EQ(a.steps.size(), size_t(b.resumed_from) + b.steps.size()) << what;
+  for (size_t i = 0; i < b.steps.size(); ++i)
+    EXPECT_EQ(b.steps[i].loss, a.steps[size_t(from) + i].loss) << what << ", step " << from + int64_t(i) + 1;
+  ASSERT_EQ(a.final_params.size(), b.final_params.size());
+  EXPECT_EQ(std::memcmp(a.final_params.data(), b.final_params.data(), a.final_params.size() * 4), 0)
+      << what << ": final parameters differ";
+}
+
+struct Config {
+  const char* name;
+  int stage;
+  DType precision;
+  int accum;
+  std::string optimizer = "none", param = "none";
+};
+
+TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
+  const Config cases[] = {
+      {"stage 0 f32", 0, DType::f32, 1},
+      {"stage 1 bf16", 1, DType::bf16, 1},
+      {"stage 2 f32 accum 2", 2, DType::f32, 2},
+      {"stage 3 bf16", 3, DType::bf16, 1},
+      {"stage 2 f16 (loss scale)", 2, DType::f16, 1},
+      {"stage 3 f32, optimizer and parameters in host RAM", 3, DType::f32, 1, "cpu", "cpu"},
+      {"stage 2 bf16, optimizer on NVMe", 2, DType::bf16, 1, "nvme"},
+  };
+  for (const Config& c : cases) {
+    const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
+    TrainOptions o = base(dir);
+    o.zero_stage = c.stage, o.precision = c.precision, o.grad_accum = c.accum;
+    o.sub_group_size = 700, o.reduce_bucket_size = 1500, o.allgather_bucket_size = 2500;
+    o.param_persistence_threshold = 300;
+    o.offload_optimizer = c.optimizer, o.offload_param = c.param;
+    if (c.precision == DType::f16) o.initial_scale_power = 30, o.loss_scale_window = 3;  // overflows, then grows
+    if (c.optimizer == "nvme") {
+      o.nvme_path = dir + "_nvme_r" + std::to_string(world->rank());
+      fs::create_directories(o.nvme_path);
+      o.aio_block_size = 8192, o.pin_buffer_size = 16384;
+      o.sub_group_size = 3000, o.reduce_bucket_size = 20000, o.allgather_bucket_size = 20000;
+    }
+    if (c.optimizer != "none") o.pin_buffer_count = 3, o.pin_buffer_size = std::max<size_t>(o.pin_buffer_size, 4096);
+    TrainOptions ref = o;
+    ref.out = dir + "_ref";
+    const TrainResult a = train(ref);
+    const TrainResult b = interrupted_and_resumed(o, 4);
+    expect_bitwise(a, b, 4, std::string(c.name) + ", " + std::to_string(world->size()) + " ranks");
+    if (c.precision == DType::f16) {
+      bool skipped = false;
+      for (const StepRecord& s : a.steps) skipped |= s.skipped;
+      EXPECT_TRUE(skipped) << "the fp16 case should exercise the loss scaler's state";
+    }
+    world->barrier();
+    if (world->rank() == 0) fs::remove_all(dir), fs::remove_all(dir + "_ref");
+    if (!o.nvme_path.empty()) fs::remove_all(o.nvme_path);
+  }
+}
+
+// One rank writes (stage 0, the N ranks' global batch as accumulation), N ranks resume at
+// stage `to`; and the other way round.
+TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
+  const int N = world->size();
+  for (int to : {1, 2, 3}) {
+    const std::string dir = shared_dir("reshard" + std::to_string(to));
+    TrainOptions dist = base(dir);
+    dist.micro_batch = 1, dist.zero_stage = to;
+    dist.sub_group_size = 700, dist.param_persistence_threshold = 300;
+    TrainOptions ref = dist;
+    ref.out = dir + "_ref";
+    const TrainResult a = train(ref);  // uninterrupted, N ranks
+    TrainOptions single = base(dir, false);
+    single.micro_batch = 1, single.grad_accum = N, single.save_every = 4, single.steps = 8;
+    single.on_step_begin = [](int64_t step) {
+      if (step == 5) throw Interrupted();
+    };
+    if (world->rank() == 0) EXPECT_THROW(train(single), Interrupted);
+    world->barrier();
+    dist.resume = true;
+    const TrainResult b = train(dist);  // 1 rank, stage 0 -> N ranks, stage `to`
+    ASSERT_EQ(b.resumed_from, 4);
+    for (size_t i = 0; i < b.steps.size(); ++i)
+      EXPECT_NEAR(b.steps[i].loss, a.steps[4 + i].loss, 1e-5)
+          << "1 -> " << N << " ranks, stage " << to << ", step " << 5 + i;
+    test::expect_close(b.final_params.data(), a.final_params.data(), a.final_params.size(), 5e-5, 1e-4,
+                       "final parameters after resharding to stage " + std::to_string(to));
+
+    // N ranks at stage `to` write, one rank (stage 0) resumes.
+    const std::string back = shared_dir("reshard_back" + std::to_string(to));
+    TrainOptions w = dist;
+    w.out = back, w.resume = false;
+    w.save_every = 4;
+    w.on_step_begin = [](int64_t step) {
+      if (step == 5) throw Interrupted();
+    };
+    EXPECT_THROW(train(w), Interrupted);
+    world->barrier();
+    if (world->rank() == 0) {
+      TrainOptions one = base(back, false);
+      one.micro_batch = 1, one.grad_accum = N, one.resume = true;
+      const TrainResult c = train(one);
+      ASSERT_EQ(c.resumed_from, 4);
+      for (size_t i = 0; i < c.steps.size(); ++i)
+        EXPECT_NEAR(c.steps[i].loss, a.steps[4 + i].loss, 1e-5)
+            << N << " ranks, stage " << to << " -> 1 rank, step " << 5 + i;
+      test::expect_close(c.final_params.data(), a.final_params.data(), a.final_params.size(), 5e-5, 1e-4,
+                         "final parameters after resharding from stage " + std::to_string(to));
+      fs::remove_all(dir), fs::remove_all(back), fs::remove_all(dir + "_ref");
+    }
+    world->barrier();
+  }
+}
+
+std::string message_of(const TrainOptions& o) {
+  try {
+    train(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
+  if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
+  const std::string dir = shared_dir("bad");
+  TrainOptions o = base(dir, false);
+  o.steps = 4, o.save_every = 2;
+  train(o);
+  const fs::path ck = fs::path(dir) / "checkpoints" / checkpoint_dir_name(4);
+  const fs::path part = ck / "rank-00000-of-00001.safetensors";
+  ASSERT_TRUE(fs::exists(part));
+  TrainOptions r = o;
+  r.steps = 6, r.resume = true;
+  const std::string saved = dir + "_saved";
+  fs::copy(ck, saved, fs::copy_options::recursive);
+  auto restore = [&] {
+    fs::remove_all(ck);
+    fs::copy(saved, ck, fs::copy_options::recursive);
+  };
+  {  // one flipped byte
+    std::fstream f(part, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    char c;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(5000);
+    f.write(&c, 1);
+  }
+  EXPECT_NE(message_of(r).find("checksum"), std::string::npos) << message_of(r);
+  restore();
+  fs::resize_file(part, fs::file_size(part) - 100);
+  EXPECT_NE(message_of(r).find("truncated"), std::string::npos) << message_of(r);
+  restore();
+  std::ofstream(ck / "manifest.json") << "{\"format\": \"strata-checkpoint\", \"version\": 1, \"step\": \"four\"}";
+  EXPECT_NE(message_of(r).find("'step' is missing or has the wrong type"), std::string::npos) << message_of(r);
+  restore();
+  TrainOptions other = r;
+  other.model = test::source_path("configs/gpt2-tiny.json");
+  EXPECT_NE(message_of(other).find("was written for model"), std::string::npos) << message_of(other);
+  TrainOptions seed = r;
+  seed.seed = 7;
+  EXPECT_NE(message_of(seed).find("--seed"), std::string::npos) << message_of(seed);
+  // An interrupted save (no manifest) is not a checkpoint: the previous one is used.
+  fs::remove(ck / "manifest.json");
+  const TrainResult ok = train(r);
+  EXPECT_EQ(ok.resumed_from, 2);
+  fs::remove_all(dir), fs::remove_all(saved);
+}
+
+TEST(Resume, KeepsOnlyTheNewestCheckpoints) {
+  if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
+  const std::string dir = shared_dir("keep");
+  TrainOptions o = base(dir, false);
+  o.steps = 7, o.save_every = 2, o.keep_checkpoints = 2;
+  train(o);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "checkpoints")) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{checkpoint_dir_name(6), checkpoint_dir_name(7)}));
+  EXPECT_EQ(newest_checkpoint(dir), (fs::path(dir) / "checkpoints" / checkpoint_dir_name(7)).string());
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) { return strata::test::run_mpi_tests(argc, argv, strata::world, 120); }

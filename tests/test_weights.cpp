@@ -1,0 +1,204 @@
+// Weights in and out: the safetensors reader and writer (round trips in every dtype, and
+// every malformed header refused with the reason), Hugging Face GPT-2 import (single file
+// F32 and sharded BF16 under "transformer.", both written by tests/tools/make_hf_fixture.py)
+// giving PyTorch's logits, and export -> import giving back the same values.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "cpu/cpu_backend.h"
+#include "io/safetensors.h"
+#include "model/hf_gpt2.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmp(const std::string& name) {
+  return (fs::temp_directory_path() / ("strata_weights_" + std::to_string(getpid()) + "_" + name)).string();
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Safetensors, RoundTripsEveryDtype) {
+  const std::string path = tmp("rt.safetensors");
+  std::vector<float> a(1000), b(333);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(i) * 0.37f - 100.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 1.0f / float(i + 1);
+  {
+    io::SafetensorsWriter w(path, {{"a", DType::bf16, {10, 100}}, {"b", DType::f16, {333}}, {"c", DType::f32, {333}}},
+                            {{"k", "v"}});
+    w.write_f32(a, DType::bf16);
+    w.write_f32(b, DType::f16);
+    w.write_f32(b, DType::f32);
+    const uint64_t h = w.finish();
+    EXPECT_EQ(h, io::file_xxh64(path));
+  }
+  io::SafetensorsFile f(path);
+  EXPECT_EQ(f.header().metadata.at("k"), "v");
+  std::vector<float> got(1000);
+  f.read_f32(f.tensor("a"), 0, got);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(got[i], bf16_to_f32(f32_to_bf16(a[i]))) << i;
+  got.resize(33);
+  f.read_f32(f.tensor("b"), 300, got);  // a slice
+  for (size_t i = 0; i < 33; ++i) ASSERT_EQ(got[i], f16_to_f32(f32_to_f16(b[300 + i]))) << i;
+  f.read_f32(f.tensor("c"), 300, got);
+  for (size_t i = 0; i < 33; ++i) ASSERT_EQ(got[i], b[300 + i]) << i;
+  fs::remove(path);
+}
+
+// A file with a hand-written header over `data` bytes of payload.
+void write_raw(const std::string& path, const std::string& header, size_t data, uint64_t claimed = 0) {
+  std::ofstream f(path, std::ios::binary);
+  const uint64_t n = claimed ? claimed : header.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << header << std::string(data, '\0');
+}
+
+TEST(Safetensors, MalformedHeadersAreRefusedWithTheReason) {
+  const std::string p = tmp("bad.safetensors");
+  auto refused = [&](const std::string& header, size_t data, const std::string& reason, uint64_t claimed = 0) {
+    write_raw(p, header, data, claimed);
+    const std::string msg = error_of([&] { io::SafetensorsFile f(p); });
+    EXPECT_NE(msg.find(reason), std::string::npos) << header << " -> " << msg;
+  };
+  refused(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", 8, "truncated");
+  refused(R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]})", 16, "not valid JSON");
+  refused(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}})", 16, "disagree");
+  refused(R"({"a": {"dtype": "Q4", "shape": [4], "data_offsets": [0, 16]}})", 16, "unknown dtype");
+  refused(R"({"a": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}})", 16, "negative");
+  refused(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2],
+           "data_offsets": [4, 12]}})",
+          12, "overlap");
+  refused(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 12, "trailing");
+  refused(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 16]}})", 16,
+          "too many elements");
+  refused(R"({"a": 1})", 0, "not an object");
+  refused(R"([1, 2])", 0, "not a JSON object");
+  refused("{}", 0, "past the file", 1 << 20);
+  write_raw(p, "", 0, 0);
+  fs::resize_file(p, 4);
+  EXPECT_NE(error_of([&] { io::SafetensorsFile f(p); }).find("too short"), std::string::npos);
+  fs::remove(p);
+}
+
+struct Expected {
+  int B, T, V;
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;
+};
+
+Expected load_expected(const std::string& dir) {
+  std::ifstream f(dir + "/expected.bin", std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing fixture: run tests/tools/make_hf_fixture.py";
+  Expected e{};
+  int32_t h[3];
+  f.read(reinterpret_cast<char*>(h), sizeof h);
+  e.B = h[0], e.T = h[1], e.V = h[2];
+  e.tokens.resize(size_t(e.B * e.T));
+  e.logits.resize(size_t(e.B * e.T * e.V));
+  f.read(reinterpret_cast<char*>(e.tokens.data()), std::streamsize(e.tokens.size() * 4));
+  f.read(reinterpret_cast<char*>(e.logits.data()), std::streamsize(e.logits.size() * 4));
+  EXPECT_TRUE(f.good()) << "fixture truncated";
+  return e;
+}
+
+// Strata's logits for the fixture's tokens with the imported weights.
+std::vector<float> strata_logits(const std::string& dir, const Expected& e) {
+  const GPT2Config cfg = GPT2Config::load(dir + "/config.json");
+  cpu::CpuBackend be({size_t(1) << 30, 0});
+  GPT2 model(be, cfg, e.B, e.T, DType::f32);
+  HfGpt2Weights w(dir, cfg);
+  w.read(0, model.num_params(), model.master_flat().as<float>());
+  model.forward(e.tokens);
+  std::vector<float> out;
+  const float* l = model.logits().as<float>();
+  for (int n = 0; n < e.B * e.T; ++n)
+    for (int v = 0; v < e.V; ++v) out.push_back(l[size_t(n) * size_t(cfg.padded_vocab_size) + size_t(v)]);
+  return out;
+}
+
+// Tolerance: f32 forward against PyTorch's float64 on the same (stored) weights.
+TEST(HfGpt2, SingleFileF32GivesTorchLogits) {
+  const std::string dir = test::source_path("tests/fixtures/hf-gpt2-tiny");
+  const Expected e = load_expected(dir);
+  const std::vector<float> got = strata_logits(dir, e);
+  test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "logits (F32 weights)");
+}
+
+TEST(HfGpt2, ShardedBf16UnderTransformerPrefixGivesTorchLogits) {
+  const std::string dir = test::source_path("tests/fixtures/hf-gpt2-tiny-sharded");
+  const Expected e = load_expected(dir);
+  const std::vector<float> got = strata_logits(dir, e);
+  test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "logits (sharded BF16 weights)");
+}
+
+class VectorSource final : public FlatSource {
+ public:
+  explicit VectorSource(std::vector<float> v) : v_(std::move(v)) {}
+  void read(int64_t b, int64_t n, float* out) const override { std::memcpy(out, v_.data() + b, size_t(n) * 4); }
+  std::vector<float> v_;
+};
+
+TEST(HfGpt2, ExportThenImportGivesTheSameValues) {
+  const GPT2Config cfg = test::tiny_config();
+  std::vector<float> v(size_t(cfg.num_params()));
+  Rng rng(5);
+  for (float& x : v) x = float(rng.below(1 << 20)) / float(1 << 16) - 8.0f;
+  // Padded vocabulary rows are not exported: they read back as zeros.
+  const int64_t pad_begin = int64_t(cfg.vocab_size) * cfg.n_embd, pad_end = int64_t(cfg.padded_vocab_size) * cfg.n_embd;
+  for (int64_t i = pad_begin; i < pad_end; ++i) v[size_t(i)] = 0;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const std::string dir = tmp(std::string("export_") + std::string(dtype_name(dt)));
+    export_hf_gpt2(cfg, VectorSource(v), dir, dt);
+    ASSERT_TRUE(is_hf_model_dir(dir));
+    const GPT2Config back = GPT2Config::load(dir + "/config.json");
+    EXPECT_EQ(back.num_params(), cfg.num_params());
+    HfGpt2Weights w(dir, back);
+    std::vector<float> got(v.size());
+    w.read(0, int64_t(got.size()), got.data());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = dt == DType::f32 ? v[i] : bf16_to_f32(f32_to_bf16(v[i]));
+      ASSERT_EQ(got[i], want) << dtype_name(dt) << " element " << i;
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST(HfGpt2, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
+  const std::string dir = test::source_path("tests/fixtures/hf-gpt2-tiny");
+  GPT2Config wider = GPT2Config::load(dir + "/config.json");
+  wider.n_embd = 32;
+  std::string msg = error_of([&] { HfGpt2Weights w(dir, wider); });
+  EXPECT_NE(msg.find("'wte.weight' has shape [37, 16], the model config needs [37, 32]"), std::string::npos) << msg;
+  GPT2Config deeper = GPT2Config::load(dir + "/config.json");
+  deeper.n_layer = 3;
+  msg = error_of([&] { HfGpt2Weights w(dir, deeper); });
+  EXPECT_NE(msg.find("no tensor 'h.2.ln_1.weight'"), std::string::npos) << msg;
+  GPT2Config shallower = GPT2Config::load(dir + "/config.json");
+  shallower.n_layer = 1;
+  msg = error_of([&] { HfGpt2Weights w(dir, shallower); });
+  EXPECT_NE(msg.find("which GPT-2 has no place for"), std::string::npos) << msg;
+  // A config that would change the computation is refused, not ignored.
+  const std::string cfg_path = tmp("config.json");
+  std::ofstream(cfg_path) << R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 16, "vocab_size": 37,
+                                  "n_positions": 16, "activation_function": "relu"})";
+  msg = error_of([&] { GPT2Config::load(cfg_path); });
+  EXPECT_NE(msg.find("activation_function"), std::string::npos) << msg;
+  fs::remove(cfg_path);
+}
+
+}  // namespace
+}  // namespace strata
