@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "cpu/ops.h"
 #include "cpu/workspace.h"
 
 namespace strata::cpu {
@@ -40,6 +41,26 @@ class CpuBackend final : public Backend {
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
                           int n_head) override;
   void gelu_forward(TensorView out, TensorView inp) override;
+  void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) override {
+    cpu::rmsnorm_forward(out, rstd, inp, weight, eps);
+  }
+  void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
+                        TensorView rstd) override {
+    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, ws_);
+  }
+  void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) override {
+    cpu::rope(x, first_head, heads, head_dim, theta, inverse);
+  }
+  void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override {
+    cpu::gqa_expand(packed, fused, n_head, n_kv_head, head_dim);
+  }
+  void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override {
+    cpu::gqa_reduce(dfused, dpacked, n_head, n_kv_head, head_dim);
+  }
+  void swiglu_forward(TensorView out, TensorView gate_up) override { cpu::swiglu_forward(out, gate_up); }
+  void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) override {
+    cpu::swiglu_backward(dgate_up, gate_up, dout);
+  }
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
   double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,

@@ -27,6 +27,16 @@ void residual_forward(TensorView out, TensorView a, TensorView b);
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss);
 void cast(TensorView dst, TensorView src);
+// Llama-family ops (ops_llama.cpp).
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps);
+void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
+                      TensorView rstd, Workspace& ws);
+void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse);
+void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim);
+void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);
+void swiglu_forward(TensorView out, TensorView gate_up);
+void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout);
+inline int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
 double sum_squares(TensorView x);
 
 // Calls f(T{}) with T = float, bf16 or f16 for an activation tensor's dtype.

@@ -27,11 +27,10 @@ void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg)
                "this is a bug in the caller: dtypes must agree");
 }
 
-static int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
-
 void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
-  const int64_t V = wte.shape[0], maxT = wpe.shape[0];
+  // wpe may be empty (Llama: positions come from rotary embeddings instead).
+  const int64_t V = wte.shape[0], maxT = wpe.data ? wpe.shape[0] : T;
   expect_numel(out, N * C, "encoder_forward", "out");
   STRATA_CHECK(T <= maxT,
                "sequence length " + std::to_string(T) + " exceeds the model's context " + std::to_string(maxT),
@@ -47,13 +46,17 @@ void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView
   dispatch_act(out.dtype, [&]<typename T_>(T_) {
     T_* o = out.as<T_>();
     const T_* te = wte.as<T_>();
-    const T_* pe = wpe.as<T_>();
+    const T_* pe = wpe.data ? wpe.as<T_>() : nullptr;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const int32_t tok = tokens[size_t(n)];
       const T_* a = te + tok * C;
-      const T_* b = pe + (n % T) * C;
       T_* y = o + n * C;
+      if (!pe) {
+        std::memcpy(y, a, size_t(C) * sizeof(T_));
+        continue;
+      }
+      const T_* b = pe + (n % T) * C;
       for (int64_t c = 0; c < C; ++c) y[c] = from_f32<T_>(to_f32(a[c]) + to_f32(b[c]));
     }
   });
@@ -76,6 +79,10 @@ void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::sp
       for (int64_t n = 0; n < N; ++n) {
         const T_* g = d + n * C;
         float* te = dte + int64_t(tokens[size_t(n)]) * C;
+        if (!dpe) {
+          for (int64_t c = c0; c < c1; ++c) te[c] += to_f32(g[c]);
+          continue;
+        }
         float* pe = dpe + (n % T) * C;
         for (int64_t c = c0; c < c1; ++c) {
           const float v = to_f32(g[c]);

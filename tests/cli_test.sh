@@ -2,6 +2,7 @@
 # CLI checks run by ctest: cli_test.sh STRATA_BINARY CASE
 set -u
 bin=$1; case_name=$2
+src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 # expect_error CODE PATTERN -- ARGS: the command must exit with CODE and print PATTERN on stderr
@@ -138,5 +139,18 @@ case $case_name in
     expect_error 1 "neither a checkpoint" -- export "$tmp" --out "$tmp/x"
     expect_error 2 "\-\-out" -- export "$tmp/run"
     echo "ok: imported loss $first" ;;
+  llama_finetune)
+    # A Llama trained, exported in Hugging Face's names, and fine-tuned from the export on
+    # 2 ranks at stage 3 with the optimizer in host RAM.
+    "$bin" train --model "$src/configs/llama-bytes.json" --steps 60 --save-every 60 --out "$tmp/run" 2>"$tmp/err" ||
+      fail "training failed: $(cat "$tmp/err")"
+    "$bin" export "$tmp/run" --out "$tmp/hf" --dtype f16 2>"$tmp/err" || fail "export failed: $(cat "$tmp/err")"
+    grep -q '"model_type": "llama"' "$tmp/hf/config.json" || fail "config.json: $(cat "$tmp/hf/config.json")"
+    grep -q '"num_key_value_heads": 2' "$tmp/hf/config.json" || fail "config.json: $(cat "$tmp/hf/config.json")"
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" train --model "$tmp/hf" --zero-stage 3 \
+      --offload-optimizer cpu --steps 2 --log-every 1 --out "$tmp/ft" 2>"$tmp/err" || fail "import failed: $(cat "$tmp/err")"
+    first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
+    awk -v l="$first" 'BEGIN { exit !(l < 3.5) }' || fail "imported Llama's loss $first is not that of a trained one"
+    echo "ok: imported Llama loss $first" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -80,6 +80,7 @@ struct Config {
   DType precision;
   int accum;
   std::string optimizer = "none", param = "none";
+  std::string model = "configs/gpt2-tiny-bytes.json";
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -91,10 +92,13 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
       {"stage 2 f16 (loss scale)", 2, DType::f16, 1},
       {"stage 3 f32, optimizer and parameters in host RAM", 3, DType::f32, 1, "cpu", "cpu"},
       {"stage 2 bf16, optimizer on NVMe", 2, DType::bf16, 1, "nvme"},
+      {"Llama, stage 3 bf16", 3, DType::bf16, 1, "none", "none", "configs/llama-tiny-bytes.json"},
+      {"Llama, stage 1 f32, optimizer in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/llama-tiny-bytes.json"},
   };
   for (const Config& c : cases) {
     const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
     TrainOptions o = base(dir);
+    o.model = test::source_path(c.model);
     o.zero_stage = c.stage, o.precision = c.precision, o.grad_accum = c.accum;
     o.sub_group_size = 700, o.reduce_bucket_size = 1500, o.allgather_bucket_size = 2500;
     o.param_persistence_threshold = 300;

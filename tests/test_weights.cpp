@@ -11,7 +11,8 @@
 
 #include "cpu/cpu_backend.h"
 #include "io/safetensors.h"
-#include "model/hf_gpt2.h"
+#include "model/hf_weights.h"
+#include "model/model_spec.h"
 #include "test_util.h"
 
 namespace strata {
@@ -117,17 +118,23 @@ Expected load_expected(const std::string& dir) {
 
 // Strata's logits for the fixture's tokens with the imported weights.
 std::vector<float> strata_logits(const std::string& dir, const Expected& e) {
-  const GPT2Config cfg = GPT2Config::load(dir + "/config.json");
+  const ModelSpec spec = ModelSpec::load(dir + "/config.json");
   cpu::CpuBackend be({size_t(1) << 30, 0});
-  GPT2 model(be, cfg, e.B, e.T, DType::f32);
-  HfGpt2Weights w(dir, cfg);
-  w.read(0, model.num_params(), model.master_flat().as<float>());
-  model.forward(e.tokens);
+  std::unique_ptr<Model> model = make_model(spec, be, e.B, e.T, DType::f32);
+  HfWeights w(dir, spec);
+  w.read(0, model->num_params(), model->master_flat().as<float>());
+  model->forward(e.tokens);
   std::vector<float> out;
-  const float* l = model.logits().as<float>();
+  const float* l = model->logits().as<float>();
   for (int n = 0; n < e.B * e.T; ++n)
-    for (int v = 0; v < e.V; ++v) out.push_back(l[size_t(n) * size_t(cfg.padded_vocab_size) + size_t(v)]);
+    for (int v = 0; v < e.V; ++v) out.push_back(l[size_t(n) * size_t(spec.padded_vocab_size()) + size_t(v)]);
   return out;
+}
+
+ModelSpec gpt2_spec(const GPT2Config& c) {
+  ModelSpec s;
+  s.gpt2 = c;
+  return s;
 }
 
 // Tolerance: f32 forward against PyTorch's float64 on the same (stored) weights.
@@ -143,6 +150,22 @@ TEST(HfGpt2, ShardedBf16UnderTransformerPrefixGivesTorchLogits) {
   const Expected e = load_expected(dir);
   const std::vector<float> got = strata_logits(dir, e);
   test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "logits (sharded BF16 weights)");
+}
+
+// The same contract for Llama: RMSNorm, rotate-half RoPE (theta 500000), 4 query heads over
+// 2 kv heads, SwiGLU, untied head; PyTorch's float64 reference forward on the stored weights.
+TEST(HfLlama, SingleFileF32GivesTorchLogits) {
+  const std::string dir = test::source_path("tests/fixtures/hf-llama-tiny");
+  const Expected e = load_expected(dir);
+  const std::vector<float> got = strata_logits(dir, e);
+  test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "Llama logits (F32 weights)");
+}
+
+TEST(HfLlama, ShardedF16GivesTorchLogits) {
+  const std::string dir = test::source_path("tests/fixtures/hf-llama-tiny-sharded");
+  const Expected e = load_expected(dir);
+  const std::vector<float> got = strata_logits(dir, e);
+  test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "Llama logits (sharded F16 weights)");
 }
 
 class VectorSource final : public FlatSource {
@@ -162,11 +185,11 @@ TEST(HfGpt2, ExportThenImportGivesTheSameValues) {
   for (int64_t i = pad_begin; i < pad_end; ++i) v[size_t(i)] = 0;
   for (DType dt : {DType::f32, DType::bf16}) {
     const std::string dir = tmp(std::string("export_") + std::string(dtype_name(dt)));
-    export_hf_gpt2(cfg, VectorSource(v), dir, dt);
+    export_hf(gpt2_spec(cfg), VectorSource(v), dir, dt);
     ASSERT_TRUE(is_hf_model_dir(dir));
     const GPT2Config back = GPT2Config::load(dir + "/config.json");
     EXPECT_EQ(back.num_params(), cfg.num_params());
-    HfGpt2Weights w(dir, back);
+    HfWeights w(dir, gpt2_spec(back));
     std::vector<float> got(v.size());
     w.read(0, int64_t(got.size()), got.data());
     for (size_t i = 0; i < v.size(); ++i) {
@@ -181,15 +204,15 @@ TEST(HfGpt2, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
   const std::string dir = test::source_path("tests/fixtures/hf-gpt2-tiny");
   GPT2Config wider = GPT2Config::load(dir + "/config.json");
   wider.n_embd = 32;
-  std::string msg = error_of([&] { HfGpt2Weights w(dir, wider); });
+  std::string msg = error_of([&] { HfWeights w(dir, gpt2_spec(wider)); });
   EXPECT_NE(msg.find("'wte.weight' has shape [37, 16], the model config needs [37, 32]"), std::string::npos) << msg;
   GPT2Config deeper = GPT2Config::load(dir + "/config.json");
   deeper.n_layer = 3;
-  msg = error_of([&] { HfGpt2Weights w(dir, deeper); });
+  msg = error_of([&] { HfWeights w(dir, gpt2_spec(deeper)); });
   EXPECT_NE(msg.find("no tensor 'h.2.ln_1.weight'"), std::string::npos) << msg;
   GPT2Config shallower = GPT2Config::load(dir + "/config.json");
   shallower.n_layer = 1;
-  msg = error_of([&] { HfGpt2Weights w(dir, shallower); });
+  msg = error_of([&] { HfWeights w(dir, gpt2_spec(shallower)); });
   EXPECT_NE(msg.find("which GPT-2 has no place for"), std::string::npos) << msg;
   // A config that would change the computation is refused, not ignored.
   const std::string cfg_path = tmp("config.json");
@@ -197,6 +220,55 @@ TEST(HfGpt2, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
                                   "n_positions": 16, "activation_function": "relu"})";
   msg = error_of([&] { GPT2Config::load(cfg_path); });
   EXPECT_NE(msg.find("activation_function"), std::string::npos) << msg;
+  fs::remove(cfg_path);
+}
+
+TEST(HfLlama, ExportThenImportGivesTheSameValues) {
+  const ModelSpec spec = ModelSpec::load(test::source_path("tests/fixtures/hf-llama-tiny/config.json"));
+  ASSERT_EQ(spec.arch, "llama");
+  std::vector<float> v(size_t(spec.num_params()));
+  Rng rng(9);
+  for (float& x : v) x = float(rng.below(1 << 20)) / float(1 << 16) - 8.0f;
+  // The padded vocabulary rows of the embedding and the head are not exported.
+  for (const HfTensor& t : hf_tensor_table(spec))
+    for (int64_t i = t.offset + t.hf_rows * t.cols; i < t.offset + t.count; ++i) v[size_t(i)] = 0;
+  for (DType dt : {DType::f32, DType::f16}) {
+    const std::string dir = tmp(std::string("llama_export_") + std::string(dtype_name(dt)));
+    export_hf(spec, VectorSource(v), dir, dt);
+    const ModelSpec back = ModelSpec::load(dir + "/config.json");
+    EXPECT_EQ(back.arch, "llama");
+    EXPECT_EQ(back.shape_json(), spec.shape_json());
+    HfWeights w(dir, back);
+    std::vector<float> got(v.size());
+    w.read(0, int64_t(got.size()), got.data());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float want = dt == DType::f32 ? v[i] : f16_to_f32(f32_to_f16(v[i]));
+      ASSERT_EQ(got[i], want) << dtype_name(dt) << " element " << i;
+    }
+    fs::remove_all(dir);
+  }
+}
+
+TEST(HfLlama, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
+  const std::string dir = test::source_path("tests/fixtures/hf-llama-tiny");
+  ModelSpec mha = ModelSpec::load(dir + "/config.json");
+  mha.llama.n_kv_head = 4;  // the file has 2 kv heads
+  std::string msg = error_of([&] { HfWeights w(dir, mha); });
+  EXPECT_NE(msg.find("'model.layers.0.self_attn.k_proj.weight' has shape [16, 32], the model config needs [32, 32]"),
+            std::string::npos)
+      << msg;
+  // GPT-2 names are not Llama's.
+  msg = error_of([&] {
+    HfWeights w(dir, gpt2_spec(GPT2Config::load(test::source_path("tests/fixtures/hf-gpt2-tiny/config.json"))));
+  });
+  EXPECT_NE(msg.find("have no tensor 'wte.weight'"), std::string::npos) << msg;
+  // A Llama variant Strata does not compute is refused, not approximated.
+  const std::string cfg_path = tmp("llama_config.json");
+  std::ofstream(cfg_path) << R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 37, "max_position_embeddings": 16,
+      "rope_scaling": {"type": "linear", "factor": 2.0}})";
+  msg = error_of([&] { ModelSpec::load(cfg_path); });
+  EXPECT_NE(msg.find("rope_scaling"), std::string::npos) << msg;
   fs::remove(cfg_path);
 }
 

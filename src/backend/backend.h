@@ -93,6 +93,22 @@ class Backend {
   // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Returns Σ losses.
   virtual double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                 int vocab, float dloss) = 0;
+  // ---- Llama-family ops ----
+  // out[N,C] = inp · rstd · weight, rstd = (mean inp² + eps)^-1/2 saved f32 [N]
+  virtual void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) = 0;
+  // dinp += ...; dweight (f32) += ...
+  virtual void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
+                                TensorView rstd) = 0;
+  // Rotary embeddings in place on heads [first, first+heads) (width head_dim) of x[B,T,W]:
+  // (x_i, x_{i+d/2}) rotated by t·theta^(-2i/d); inverse rotates back (the backward).
+  virtual void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) = 0;
+  // Grouped-query attention around the fused MHA op: fused q|k|v [N,(NH+2·NKV)·d] <-> packed
+  // [N,3·NH·d] (kv head j serves query heads j·g..), and the reduction of the gradients back.
+  virtual void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) = 0;
+  virtual void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) = 0;
+  // out[N,I] = silu(gate) · up with gate_up[N,2I] = gate | up; and its backward into dgate_up
+  virtual void swiglu_forward(TensorView out, TensorView gate_up) = 0;
+  virtual void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) = 0;
   // dst = src converted to dst's dtype (same element count)
   virtual void cast(TensorView dst, TensorView src) = 0;
   // Σ x² over an f32, bf16 or f16 tensor, accumulated in f64 in an order that depends only

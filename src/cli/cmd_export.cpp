@@ -6,14 +6,14 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "model/hf_gpt2.h"
+#include "model/hf_weights.h"
 #include "train/checkpoint.h"
 
 namespace strata::cli {
 
 int export_main(int argc, char** argv) {
   cxxopts::Options o("strata export",
-                     "Consolidate a checkpoint into Hugging Face safetensors (GPT-2 names). CHECKPOINT is a "
+                     "Consolidate a checkpoint into Hugging Face safetensors (GPT-2 or Llama names). CHECKPOINT is a "
                      "checkpoint directory, or a training --out directory (its newest complete checkpoint).");
   o.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
       "out", "a .safetensors file, or a directory (model.safetensors + config.json)", cxxopts::value<std::string>())(
@@ -35,15 +35,9 @@ int export_main(int argc, char** argv) {
     dir = newest;
   }
   CheckpointReader ck(dir, nullptr);
-  const GPT2Config cfg = GPT2Config::from_json_text(
-      [&] {
-        nlohmann::json m = ck.manifest().model;
-        m.erase("arch");
-        return m.dump();
-      }(),
-      dir + "/manifest.json");
+  const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
-  export_hf_gpt2(cfg, ck.source(0), out, parse_dtype(dtype));
+  export_hf(spec, ck.source(0), out, parse_dtype(dtype));
   std::fprintf(stderr, "strata export: step %lld of %s -> %s (%s)\n", (long long)ck.manifest().step, dir.c_str(),
                out.c_str(), dtype.c_str());
   return 0;

@@ -5,37 +5,9 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/arena_layout.h"
 
 namespace strata {
-
-namespace {
-
-// Lays out views of mixed dtypes in one buffer, 64-byte aligned.
-class ArenaLayout {
- public:
-  size_t add(DType t, const Shape& s) {
-    size_t off = bytes_;
-    bytes_ += (size_t(s.numel()) * dtype_size(t) + 63) / 64 * 64;
-    items_.push_back({off, t, s});
-    return items_.size() - 1;
-  }
-  size_t bytes() const { return bytes_; }
-  TensorView view(const Buffer& b, size_t idx) const {
-    const auto& it = items_[idx];
-    return b.view(it.dtype, it.shape, it.offset);
-  }
-
- private:
-  struct Item {
-    size_t offset;
-    DType dtype;
-    Shape shape;
-  };
-  size_t bytes_ = 0;
-  std::vector<Item> items_;
-};
-
-}  // namespace
 
 GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage,
            UnitHooks* hooks)
@@ -188,6 +160,11 @@ void GPT2::init_unit(int u, uint64_t seed, float* dst) const {
                     size_t(cfg_.padded_vocab_size - cfg_.vocab_size) * size_t(cfg_.n_embd) * 4);
     }
   }
+}
+
+std::string GPT2::describe() const {
+  return "GPT-2 " + std::to_string(cfg_.n_layer) + " layers, d=" + std::to_string(cfg_.n_embd) + ", " +
+         std::to_string(cfg_.n_head) + " heads";
 }
 
 void GPT2::init_weights(uint64_t seed) {

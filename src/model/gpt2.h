@@ -17,22 +17,14 @@
 #include "model/activation_store.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
+#include "model/model.h"
 #include "model/unit_hooks.h"
 
 namespace strata {
 
-struct GPT2Storage {
-  bool params = true;  // full compute parameters; false: the hooks provide each unit
-  bool grads = true;   // full f32 gradients; false: the hooks provide each unit's
-  bool master = true;  // a full f32 master besides a bf16 compute copy (false: the engine
-                       // keeps the master, partitioned)
-  // Activation checkpointing: keep each layer's output only, recompute the layer in
-  // backward. `offload` keeps the checkpoints in host RAM (null: on the device).
-  bool checkpoint = false;
-  ActivationStore* offload = nullptr;
-};
+using GPT2Storage = ModelStorage;
 
-class GPT2 final : public UnitModel {
+class GPT2 final : public Model {
  public:
   GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage = {},
        UnitHooks* hooks = nullptr);
@@ -41,8 +33,13 @@ class GPT2 final : public UnitModel {
   int micro_batch() const { return B_; }
   int seq_len() const { return T_; }
   DType compute_dtype() const { return dtype_; }
-  const std::vector<ParamSpec>& param_specs() const { return specs_; }
-  int64_t num_params() const { return num_params_; }
+  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
+  int64_t num_params() const override { return num_params_; }
+  std::string arch() const override { return "gpt2"; }
+  std::string describe() const override;
+  int vocab_size() const override { return cfg_.vocab_size; }
+  int num_layers() const override { return cfg_.n_layer; }
+  int hidden_size() const override { return cfg_.n_embd; }
 
   // Units: 0 = embeddings, 1+l = layer l, L+1 = final norm; each contiguous in the layout.
   int num_units() const override { return cfg_.n_layer + 2; }
@@ -51,8 +48,8 @@ class GPT2 final : public UnitModel {
   // Where unit u's parameters (compute dtype) and gradients (f32) are, for the hooks.
   void set_unit_params(int u, void* base) override { param_base_[size_t(u)] = base; }
   void set_unit_grads(int u, float* base) override { grad_base_[size_t(u)] = base; }
-  bool owns_params() const { return storage_.params; }
-  bool owns_master() const { return storage_.params && (storage_.master || dtype_ == DType::f32); }
+  bool owns_params() const override { return storage_.params; }
+  bool owns_master() const override { return storage_.params && (storage_.master || dtype_ == DType::f32); }
   bool owns_grads() const { return storage_.grads; }
   // Writes unit u's initial f32 parameters into dst[unit_count(u)] (what init_weights
   // writes there); each tensor draws from its own stream, so units initialise alone.
@@ -67,28 +64,28 @@ class GPT2 final : public UnitModel {
   TensorView master(int i) const;
   TensorView param(int i) const;
   TensorView grad(int i) const;
-  TensorView master_flat() const;
-  TensorView grad_flat() const;
+  TensorView master_flat() const override;
+  TensorView grad_flat() const override;
   // The compute-dtype copy (bf16 runs); empty in f32 runs, where compute = master.
-  TensorView compute_flat() const;
+  TensorView compute_flat() const override;
   // Offset in elements of parameter i inside the flat buffers.
-  int64_t param_offset(int i) const { return offsets_[size_t(i)]; }
+  int64_t param_offset(int i) const override { return offsets_[size_t(i)]; }
 
   // GPT-2 initialisation from a seed: N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)),
   // biases 0, norms 1. Deterministic across runs, thread counts and layouts.
-  void init_weights(uint64_t seed);
+  void init_weights(uint64_t seed) override;
   // Copies master weights into the compute dtype (after every optimizer step).
-  void sync_compute_params();
+  void sync_compute_params() override;
 
   // Forward to f32 logits [B, T, Vp]; tokens has B*T entries.
-  void forward(std::span<const int32_t> tokens);
-  TensorView logits() const { return logits_; }
+  void forward(std::span<const int32_t> tokens) override;
+  TensorView logits() const override { return logits_; }
   // Fused cross-entropy (mean over non-negative targets, scaled by grad_scale) and backward,
   // accumulating into grads. Returns the mean loss of this micro-batch. Call after forward().
-  double backward(std::span<const int32_t> targets, float grad_scale);
-  void zero_grad();
+  double backward(std::span<const int32_t> targets, float grad_scale) override;
+  void zero_grad() override;
 
-  size_t param_bytes() const { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy
+  size_t param_bytes() const override { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy
   size_t activation_bytes() const { return act_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
 

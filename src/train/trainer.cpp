@@ -19,7 +19,8 @@
 #include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
-#include "model/hf_gpt2.h"
+#include "model/hf_weights.h"
+#include "model/model_spec.h"
 #include "tier/activation_offload.h"
 #include "tier/tier_manager.h"
 #include "train/checkpoint.h"
@@ -67,17 +68,6 @@ static void validate(const TrainOptions& o) {
   need(o.loss_scale >= 0, "--loss-scale must not be negative", "0 selects dynamic loss scaling");
 }
 
-// The model's shape as checkpoints record it.
-static nlohmann::json model_json(const GPT2Config& c) {
-  return {{"arch", "gpt2"},
-          {"n_layer", c.n_layer},
-          {"n_head", c.n_head},
-          {"n_embd", c.n_embd},
-          {"vocab_size", c.vocab_size},
-          {"padded_vocab_size", c.padded_vocab_size},
-          {"n_positions", c.max_seq_len}};
-}
-
 static std::string format_duration(double s) {
   char buf[32];
   const long t = long(s + 0.5);
@@ -92,7 +82,8 @@ TrainResult train(const TrainOptions& opts) {
   const std::string model_path = resolve_resource(opts.model), data_path = resolve_resource(opts.data);
   // A Hugging Face model directory brings its weights; a config file starts from the seed.
   const bool hf_dir = is_hf_model_dir(model_path);
-  GPT2Config cfg = GPT2Config::load(hf_dir ? model_path + "/config.json" : model_path);
+  const ModelSpec spec = ModelSpec::load(model_path);
+  const nlohmann::json shape = nlohmann::json::parse(spec.shape_json());
   // Resume: the newest complete checkpoint (none yet: a fresh start, so job scripts can always
   // pass --resume).
   std::unique_ptr<CheckpointReader> ckpt;
@@ -101,10 +92,10 @@ TrainResult train(const TrainOptions& opts) {
       ckpt = std::make_unique<CheckpointReader>(dir, opts.comm);
   if (ckpt) {
     const CheckpointManifest& m = ckpt->manifest();
-    STRATA_CHECK(m.model == model_json(cfg),
-                 "checkpoint '" + ckpt->dir() + "' was written for model " + m.model.dump() + ", this run's is " +
-                     model_json(cfg).dump(),
-                 "resume with the same --model (or a fresh --out)");
+    STRATA_CHECK(
+        m.model == shape,
+        "checkpoint '" + ckpt->dir() + "' was written for model " + m.model.dump() + ", this run's is " + shape.dump(),
+        "resume with the same --model (or a fresh --out)");
     STRATA_CHECK(m.seed == opts.seed,
                  "checkpoint '" + ckpt->dir() + "' was trained with --seed " + std::to_string(m.seed) +
                      ", this run has " + std::to_string(opts.seed),
@@ -114,13 +105,13 @@ TrainResult train(const TrainOptions& opts) {
                      std::to_string(opts.steps),
                  "raise --steps to train further");
   }
-  std::unique_ptr<HfGpt2Weights> imported;
-  if (hf_dir && !ckpt) imported = std::make_unique<HfGpt2Weights>(model_path, cfg);
+  std::unique_ptr<HfWeights> imported;
+  if (hf_dir && !ckpt) imported = std::make_unique<HfWeights>(model_path, spec);
   const FlatSource* init = ckpt ? &ckpt->source(0) : imported.get();
   io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
-  STRATA_CHECK(tf.max_token < cfg.vocab_size,
+  STRATA_CHECK(tf.max_token < spec.vocab_size(),
                "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" + model_path +
-                   "' has a vocabulary of " + std::to_string(cfg.vocab_size),
+                   "' has a vocabulary of " + std::to_string(spec.vocab_size()),
                "tokenize the data for this model, or pick a model with a larger vocab_size");
   DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
 
@@ -195,12 +186,14 @@ TrainResult train(const TrainOptions& opts) {
   std::unique_ptr<tier::HostActivationStore> act_store;
   if (opts.offload_activations == "cpu")
     act_store = std::make_unique<tier::HostActivationStore>(
-        *tiers, cfg.n_layer,
-        size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(cfg.n_embd) * dtype_size(opts.precision));
-  GPT2 model(backend, cfg, opts.micro_batch, opts.seq_len, opts.precision,
-             {engine.model_owns_params(), false, engine.model_owns_master(opts.precision),
-              opts.activation_checkpointing, act_store.get()},
-             engine.hooks());
+        *tiers, spec.n_layer(),
+        size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(spec.n_embd()) * dtype_size(opts.precision));
+  const std::unique_ptr<Model> model_ptr =
+      make_model(spec, backend, opts.micro_batch, opts.seq_len, opts.precision,
+                 ModelStorage{engine.model_owns_params(), false, engine.model_owns_master(opts.precision),
+                              opts.activation_checkpointing, act_store.get()},
+                 engine.hooks());
+  Model& model = *model_ptr;
   if (model.owns_master() && init) {
     init->read(0, model.num_params(), model.master_flat().as<float>());
     model.sync_compute_params();
@@ -234,9 +227,9 @@ TrainResult train(const TrainOptions& opts) {
   const bool tty = !quiet && isatty(STDERR_FILENO);
   if (!quiet)
     std::fprintf(stderr,
-                 "strata: GPT-2 %d layers, d=%d, %d heads, %.2fM params, %s on %s (threads pinned: %s, Adam: %s), "
+                 "strata: %s, %.2fM params, %s on %s (threads pinned: %s, Adam: %s), "
                  "%d rank(s), ZeRO stage %d; %lld steps of %.0f tokens\n",
-                 cfg.n_layer, cfg.n_embd, cfg.n_head, double(model.num_params()) / 1e6,
+                 model.describe().c_str(), double(model.num_params()) / 1e6,
                  std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
                  std::string(cpu::adam_isa_name(isa)).c_str(), world, opts.zero_stage, (long long)opts.steps,
                  tokens_per_step);
@@ -288,7 +281,7 @@ TrainResult train(const TrainOptions& opts) {
     m.step = done_steps, m.applied = applied;
     m.samples = base_samples + (done_steps - start_step) * samples_per_step;
     m.world = world, m.zero_stage = opts.zero_stage, m.num_params = model.num_params(), m.seed = opts.seed;
-    m.model = model_json(cfg);
+    m.model = shape;
     const LossScaler::State st = scaler.state();
     m.loss_scaler = {{"scale", st.scale},
                      {"hysteresis_left", st.hysteresis_left},

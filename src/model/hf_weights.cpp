@@ -1,4 +1,4 @@
-#include "model/hf_gpt2.h"
+#include "model/hf_weights.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "model/gpt2_params.h"
+#include "model/llama.h"
 
 namespace strata {
 
@@ -60,14 +61,6 @@ std::pair<std::string, bool> hf_name(const ParamSpec& s) {
   return {"?", false};
 }
 
-// The HF shape of a tensor: Conv1D weights transposed, wte over the real vocabulary.
-std::vector<int64_t> hf_shape(const ParamSpec& s, const GPT2Config& c, bool transpose) {
-  std::vector<int64_t> shape(s.shape.dims.begin(), s.shape.dims.begin() + s.shape.rank);
-  if (s.kind == GPT2Param::wte) shape[0] = c.vocab_size;
-  if (transpose) std::swap(shape[0], shape[1]);
-  return shape;
-}
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -75,25 +68,81 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }
 
 bool ignorable(const std::string& name) {
-  // Causal-mask buffers older exports carry, and the tied output head.
+  // Causal-mask buffers older GPT-2 exports carry, GPT-2's tied output head, and Llama's
+  // precomputed rotary frequencies (recomputed here).
   auto ends = [&](const char* suffix) {
     const size_t n = std::strlen(suffix);
     return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
   };
-  return ends(".attn.bias") || ends(".attn.masked_bias") || name == "lm_head.weight";
+  return ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq") || name == "lm_head.weight";
+}
+
+// Llama's Hugging Face names.
+std::string hf_llama_name(const ParamSpec& s) {
+  const std::string h = "model.layers." + std::to_string(s.layer) + ".";
+  switch (llama_kind(s)) {
+    case LlamaParam::embed:
+      return "model.embed_tokens.weight";
+    case LlamaParam::attn_norm:
+      return h + "input_layernorm.weight";
+    case LlamaParam::wq:
+      return h + "self_attn.q_proj.weight";
+    case LlamaParam::wk:
+      return h + "self_attn.k_proj.weight";
+    case LlamaParam::wv:
+      return h + "self_attn.v_proj.weight";
+    case LlamaParam::wo:
+      return h + "self_attn.o_proj.weight";
+    case LlamaParam::mlp_norm:
+      return h + "post_attention_layernorm.weight";
+    case LlamaParam::w_gate:
+      return h + "mlp.gate_proj.weight";
+    case LlamaParam::w_up:
+      return h + "mlp.up_proj.weight";
+    case LlamaParam::w_down:
+      return h + "mlp.down_proj.weight";
+    case LlamaParam::norm:
+      return "model.norm.weight";
+    case LlamaParam::lm_head:
+      return "lm_head.weight";
+    case LlamaParam::count:
+      break;
+  }
+  return "?";
 }
 
 }  // namespace
 
-struct HfGpt2Weights::Entry {
-  std::string name;       // the name found in the files
-  int64_t offset, count;  // Strata's flat range
-  int64_t rows, cols;     // Strata's shape (2-D tensors)
-  bool transpose;
-  int file;
-  const io::SafeTensor* tensor;
-  bool wte;
-};
+std::vector<HfTensor> hf_tensor_table(const ModelSpec& spec) {
+  std::vector<HfTensor> out;
+  int64_t offset = 0;
+  const bool llama = spec.arch == "llama";
+  const std::vector<ParamSpec> layout = unit_layout(spec);
+  for (const ParamSpec& s : layout) {
+    HfTensor t;
+    bool transpose = false;
+    if (llama) {
+      t.name = hf_llama_name(s);
+    } else {
+      auto [name, tr] = hf_name(s);
+      t.name = name, transpose = tr;
+    }
+    t.offset = offset, t.count = s.shape.numel();
+    t.rows = s.shape.rank == 2 ? s.shape.dims[0] : t.count;
+    t.cols = s.shape.rank == 2 ? s.shape.dims[1] : 1;
+    t.transpose = transpose;
+    const bool vocab =
+        llama ? (llama_kind(s) == LlamaParam::embed || llama_kind(s) == LlamaParam::lm_head) : s.kind == GPT2Param::wte;
+    t.hf_rows = vocab ? spec.vocab_size() : t.rows;
+    if (s.shape.rank == 2)
+      t.hf_shape = transpose ? std::vector<int64_t>{t.cols, t.hf_rows} : std::vector<int64_t>{t.hf_rows, t.cols};
+    else
+      t.hf_shape = {t.count};
+    out.push_back(t);
+    offset += t.count;
+  }
+  return out;
+}
 
 bool is_hf_model_dir(const std::string& path) {
   return fs::is_directory(path) && fs::exists(fs::path(path) / "config.json") &&
@@ -101,14 +150,14 @@ bool is_hf_model_dir(const std::string& path) {
           fs::exists(fs::path(path) / "model.safetensors.index.json"));
 }
 
-HfGpt2Weights::HfGpt2Weights(const std::string& path, const GPT2Config& cfg) : cfg_(cfg) {
+HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf_tensor_table(spec)) {
   fs::path p(path);
   if (fs::is_directory(p))
     p = fs::exists(p / "model.safetensors.index.json") ? p / "model.safetensors.index.json" : p / "model.safetensors";
   STRATA_CHECK(fs::exists(p), "weights '" + p.string() + "' not found",
                "give a Hugging Face model directory, a .safetensors file or a model.safetensors.index.json");
   std::map<std::string, int> file_of;  // tensor name -> index into files_
-  if (p.filename() == "model.safetensors.index.json" || p.extension() == ".json") {
+  if (p.extension() == ".json") {
     std::ifstream f(p);
     std::stringstream ss;
     ss << f.rdbuf();
@@ -121,7 +170,7 @@ HfGpt2Weights::HfGpt2Weights(const std::string& path, const GPT2Config& cfg) : c
       STRATA_CHECK(it.value().is_string(), "'" + p.string() + "': weight_map." + it.key() + " is not a file name",
                    "the index is corrupted");
       const std::string shard = it.value().get<std::string>();
-      STRATA_CHECK(shard.find('/') == std::string::npos && shard != "..",
+      STRATA_CHECK(shard.find('/') == std::string::npos && !shard.empty() && shard[0] != '.',
                    "'" + p.string() + "': shard name '" + shard + "' is not a file in the index's directory",
                    "the index is corrupted");
       if (!shard_index.count(shard)) {
@@ -135,48 +184,45 @@ HfGpt2Weights::HfGpt2Weights(const std::string& path, const GPT2Config& cfg) : c
   }
   for (size_t fi = 0; fi < files_.size(); ++fi)
     for (const io::SafeTensor& t : files_[fi]->header().tensors)
-      if (!file_of.count(t.name) || file_of[t.name] == int(fi)) file_of[t.name] = int(fi);
+      if (!file_of.count(t.name)) file_of[t.name] = int(fi);
 
   std::set<std::string> used;
-  int64_t offset = 0;
-  for (const ParamSpec& s : gpt2_unit_layout(cfg)) {
-    auto [name, transpose] = hf_name(s);
-    std::string found = file_of.count(name) ? name : "transformer." + name;
-    STRATA_CHECK(file_of.count(found), "weights '" + p.string() + "' have no tensor '" + name + "'",
-                 "this is not a GPT-2 checkpoint for the model config (Hugging Face GPT-2 names expected)");
+  const std::string arch_name = spec.arch == "llama" ? "Llama" : "GPT-2";
+  for (const HfTensor& e : table_) {
+    const std::string found = file_of.count(e.name) ? e.name : "transformer." + e.name;
+    STRATA_CHECK(file_of.count(found), "weights '" + p.string() + "' have no tensor '" + e.name + "'",
+                 "this is not a " + arch_name + " checkpoint for the model config (Hugging Face names expected)");
     const int fi = file_of[found];
     const io::SafeTensor& t = files_[size_t(fi)]->tensor(found);
-    const std::vector<int64_t> want = hf_shape(s, cfg, transpose);
-    STRATA_CHECK(t.shape == want,
+    STRATA_CHECK(t.shape == e.hf_shape,
                  "'" + files_[size_t(fi)]->path() + "', tensor '" + found + "' has shape " + shape_text(t.shape) +
-                     ", the model config needs " + shape_text(want),
+                     ", the model config needs " + shape_text(e.hf_shape),
                  "the weights were written for a different model: use the config.json next to them");
     STRATA_CHECK(t.readable, "'" + files_[size_t(fi)]->path() + "', tensor '" + found + "' is " + t.dtype_name,
                  "Strata imports F32, BF16 and F16 weights");
-    const int64_t count = s.shape.numel();
-    entries_.push_back({found, offset, count, s.shape.rank == 2 ? s.shape.dims[0] : count,
-                        s.shape.rank == 2 ? s.shape.dims[1] : 1, transpose, fi, &t, s.kind == GPT2Param::wte});
+    found_.emplace_back(fi, &t);
     used.insert(found);
-    offset += count;
   }
   for (const auto& [name, fi] : file_of)
-    STRATA_CHECK(used.count(name) || ignorable(name),
-                 "'" + files_[size_t(fi)]->path() + "' holds tensor '" + name + "', which GPT-2 has no place for",
-                 "the weights are for a different architecture or model config");
+    STRATA_CHECK(
+        used.count(name) || (spec.arch != "llama" && ignorable(name)) || name.ends_with("rotary_emb.inv_freq"),
+        "'" + files_[size_t(fi)]->path() + "' holds tensor '" + name + "', which " + arch_name + " has no place for",
+        "the weights are for a different architecture or model config");
 }
 
-HfGpt2Weights::~HfGpt2Weights() = default;
+HfWeights::~HfWeights() = default;
 
-void HfGpt2Weights::load_tensor(size_t i) const {
+void HfWeights::load_tensor(size_t i) const {
   if (cached_ == i) return;
-  const Entry& e = entries_[i];
-  const io::SafetensorsFile& f = *files_[size_t(e.file)];
-  cache_.assign(size_t(e.count), 0.0f);  // wte's padded rows stay zero
+  const HfTensor& e = table_[i];
+  const io::SafetensorsFile& f = *files_[size_t(found_[i].first)];
+  const io::SafeTensor& t = *found_[i].second;
+  cache_.assign(size_t(e.count), 0.0f);  // padded vocabulary rows stay zero
   if (!e.transpose) {
-    f.read_f32(*e.tensor, 0, std::span<float>(cache_.data(), size_t(e.tensor->numel())));
+    f.read_f32(t, 0, std::span<float>(cache_.data(), size_t(t.numel())));
   } else {
     raw_.resize(size_t(e.count));
-    f.read_f32(*e.tensor, 0, raw_);
+    f.read_f32(t, 0, raw_);
     // HF [cols, rows] -> ours [rows, cols], in tiles so both sides stay in cache.
     constexpr int64_t tile = 64;
     for (int64_t c0 = 0; c0 < e.cols; c0 += tile)
@@ -188,10 +234,10 @@ void HfGpt2Weights::load_tensor(size_t i) const {
   cached_ = i;
 }
 
-void HfGpt2Weights::read(int64_t flat_begin, int64_t count, float* out) const {
+void HfWeights::read(int64_t flat_begin, int64_t count, float* out) const {
   const int64_t end = flat_begin + count;
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    const Entry& e = entries_[i];
+  for (size_t i = 0; i < table_.size(); ++i) {
+    const HfTensor& e = table_[i];
     const int64_t lo = std::max(flat_begin, e.offset), hi = std::min(end, e.offset + e.count);
     if (lo >= hi) continue;
     load_tensor(i);
@@ -199,27 +245,7 @@ void HfGpt2Weights::read(int64_t flat_begin, int64_t count, float* out) const {
   }
 }
 
-std::string hf_gpt2_config_text(const GPT2Config& c, DType dtype) {
-  nlohmann::ordered_json j = {{"architectures", {"GPT2LMHeadModel"}},
-                              {"model_type", "gpt2"},
-                              {"activation_function", "gelu_new"},
-                              {"layer_norm_epsilon", 1e-5},
-                              {"n_layer", c.n_layer},
-                              {"n_head", c.n_head},
-                              {"n_embd", c.n_embd},
-                              {"n_positions", c.max_seq_len},
-                              {"n_ctx", c.max_seq_len},
-                              {"vocab_size", c.vocab_size},
-                              {"tie_word_embeddings", true},
-                              {"torch_dtype", dtype == DType::f32    ? "float32"
-                                              : dtype == DType::bf16 ? "bfloat16"
-                                                                     : "float16"}};
-  // Strata's own padding, when it is not the default (HF ignores the extra key).
-  if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;
-  return j.dump(2) + "\n";
-}
-
-void export_hf_gpt2(const GPT2Config& cfg, const FlatSource& weights, const std::string& out, DType dtype) {
+void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::string& out, DType dtype) {
   fs::path file(out);
   const bool dir = file.extension() != ".safetensors";
   if (dir) {
@@ -228,36 +254,26 @@ void export_hf_gpt2(const GPT2Config& cfg, const FlatSource& weights, const std:
     STRATA_CHECK(!ec, "cannot create '" + out + "': " + ec.message(), "check --out");
     file /= "model.safetensors";
   }
-  const std::vector<ParamSpec> layout = gpt2_unit_layout(cfg);
+  const std::vector<HfTensor> tensors = hf_tensor_table(spec);
   std::vector<io::SafetensorsWriter::Entry> table;
-  for (const ParamSpec& s : layout) {
-    auto [name, transpose] = hf_name(s);
-    table.push_back({name, dtype, hf_shape(s, cfg, transpose)});
-  }
+  for (const HfTensor& e : tensors) table.push_back({e.name, dtype, e.hf_shape});
   // Written under a temporary name and renamed, so a failed export never leaves a file
   // that looks complete.
   const std::string tmp = file.string() + ".tmp";
   {
     io::SafetensorsWriter w(tmp, table, {{"format", "pt"}, {"producer", "strata"}});
     std::vector<float> buf, t;
-    int64_t offset = 0;
-    for (size_t i = 0; i < layout.size(); ++i) {
-      const ParamSpec& s = layout[i];
-      const int64_t n = s.shape.numel();
-      buf.resize(size_t(n));
-      weights.read(offset, n, buf.data());
-      offset += n;
-      const bool transpose = hf_name(s).second;
-      int64_t keep = n;
-      if (s.kind == GPT2Param::wte) keep = int64_t(cfg.vocab_size) * cfg.n_embd;  // drop the padded rows
-      if (transpose) {
-        const int64_t rows = s.shape.dims[0], cols = s.shape.dims[1];
-        t.resize(size_t(n));
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = buf[size_t(r * cols + c)];
+    for (const HfTensor& e : tensors) {
+      buf.resize(size_t(e.count));
+      weights.read(e.offset, e.count, buf.data());
+      if (e.transpose) {
+        t.resize(size_t(e.count));
+        for (int64_t r = 0; r < e.rows; ++r)
+          for (int64_t c = 0; c < e.cols; ++c) t[size_t(c * e.rows + r)] = buf[size_t(r * e.cols + c)];
         buf.swap(t);
       }
-      w.write_f32(std::span<const float>(buf.data(), size_t(keep)), dtype);
+      // Padded vocabulary rows are not written (hf_rows < rows only for untransposed embeddings).
+      w.write_f32(std::span<const float>(buf.data(), size_t(e.hf_rows * e.cols)), dtype);
     }
     w.finish();
   }
@@ -266,7 +282,7 @@ void export_hf_gpt2(const GPT2Config& cfg, const FlatSource& weights, const std:
   STRATA_CHECK(!ec, "cannot rename '" + tmp + "' to '" + file.string() + "': " + ec.message(), "check the directory");
   if (dir) {
     std::ofstream c(fs::path(out) / "config.json");
-    c << hf_gpt2_config_text(cfg, dtype);
+    c << spec.hf_config_json(dtype);
     STRATA_CHECK(c.good(), "cannot write '" + out + "/config.json'", "check the directory and free space");
   }
 }

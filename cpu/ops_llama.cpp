@@ -1,0 +1,215 @@
+// The Llama-family ops on the CPU (contracts in src/backend/backend.h): RMSNorm, rotary
+// position embeddings (Hugging Face's rotate-half convention, so imported q/k weights need no
+// permutation), grouped-query key/value expansion around the fused attention, and SwiGLU.
+// Statistics and every reduction are f32; activations f32, bf16 or f16.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "cpu/ops.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace strata::cpu {
+
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) {
+  const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
+  expect_numel(out, N * C, "rmsnorm_forward", "out");
+  expect_numel(rstd, N, "rmsnorm_forward", "rstd");
+  expect_numel(weight, C, "rmsnorm_forward", "weight");
+  float* rs = rstd.as<float>();
+  dispatch_act(out.dtype, [&]<typename T>(T) {
+    T* y = out.as<T>();
+    const T* x = inp.as<T>();
+    const T* w = weight.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + n * C;
+      float ss = 0;
+      for (int64_t c = 0; c < C; ++c) ss += to_f32(xr[c]) * to_f32(xr[c]);
+      const float r = 1.0f / std::sqrt(ss / float(C) + eps);
+      T* yr = y + n * C;
+      for (int64_t c = 0; c < C; ++c) yr[c] = from_f32<T>(to_f32(xr[c]) * r * to_f32(w[c]));
+      rs[n] = r;
+    }
+  });
+}
+
+void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
+                      TensorView rstd, Workspace& ws) {
+  const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
+  expect_numel(dinp, N * C, "rmsnorm_backward", "dinp");
+  expect_numel(dout, N * C, "rmsnorm_backward", "dout");
+  expect_dtype(dweight, DType::f32, "rmsnorm_backward", "dweight");
+  float* dw = dweight.as<float>();
+  const float* rs = rstd.as<float>();
+  int max_threads = 1;
+#ifdef _OPENMP
+  max_threads = omp_get_max_threads();
+#endif
+  // Per-thread partial sums for dweight, reduced in a fixed order (deterministic).
+  float* partial = ws.get<float>(Scratch::layernorm, size_t(max_threads) * size_t(C));
+  int used_threads = 1;
+  dispatch_act(dinp.dtype, [&]<typename T>(T) {
+    T* dx = dinp.as<T>();
+    const T* x = inp.as<T>();
+    const T* w = weight.as<T>();
+    const T* dy = dout.as<T>();
+#pragma omp parallel
+    {
+      int nt = 1, id = 0;
+#ifdef _OPENMP
+      nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+#pragma omp single
+      used_threads = nt;
+      float* pdw = partial + size_t(id) * size_t(C);
+      std::memset(pdw, 0, sizeof(float) * size_t(C));
+      const int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
+      for (int64_t n = n0; n < n1; ++n) {
+        const T* xr = x + n * C;
+        const T* dyr = dy + n * C;
+        T* dxr = dx + n * C;
+        const float r = rs[n];
+        // y = x·r·w, r = (mean x² + eps)^-1/2: dx = r·(w·dy - x̂·mean(w·dy·x̂)), x̂ = x·r.
+        float dot = 0;
+        for (int64_t c = 0; c < C; ++c) dot += to_f32(w[c]) * to_f32(dyr[c]) * to_f32(xr[c]) * r;
+        dot /= float(C);
+        for (int64_t c = 0; c < C; ++c) {
+          const float norm = to_f32(xr[c]) * r, g = to_f32(dyr[c]);
+          pdw[c] += norm * g;
+          dxr[c] = from_f32<T>(to_f32(dxr[c]) + r * (to_f32(w[c]) * g - norm * dot));
+        }
+      }
+    }
+  });
+  for (int t = 0; t < used_threads; ++t) {
+    const float* pdw = partial + size_t(t) * size_t(C);
+    for (int64_t c = 0; c < C; ++c) dw[c] += pdw[c];
+  }
+}
+
+void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
+  // x [B, T, W]: heads [first_head, first_head + heads) of width head_dim each, rotated in
+  // place by position t: (x_i, x_{i+d/2}) by angle t·theta^(-2i/d) (inverse: by minus it,
+  // which is the backward of the forward rotation).
+  const int64_t T = x.shape[x.shape.rank - 2], W = x.shape[x.shape.rank - 1], BT = x.numel() / W;
+  STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
+               "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
+                   std::to_string(head_dim) + " in a row of " + std::to_string(W),
+               "this is a bug in the model");
+  const int half = head_dim / 2;
+  // The angles' sines and cosines for every (t, i), as Hugging Face computes them: inverse
+  // frequencies in f32, t·inv_freq in f32.
+  std::vector<float> cs(size_t(T) * size_t(half) * 2);
+  for (int i = 0; i < half; ++i) {
+    const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+    for (int64_t t = 0; t < T; ++t) {
+      const float a = float(t) * inv_freq;
+      cs[size_t(t * half + i) * 2] = std::cos(a);
+      cs[size_t(t * half + i) * 2 + 1] = inverse ? -std::sin(a) : std::sin(a);
+    }
+  }
+  dispatch_act(x.dtype, [&]<typename T_>(T_) {
+    T_* p = x.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < BT; ++n) {
+      const int64_t t = n % T;
+      for (int h = first_head; h < first_head + heads; ++h) {
+        T_* v = p + n * W + int64_t(h) * head_dim;
+        for (int i = 0; i < half; ++i) {
+          const float c = cs[size_t(t * half + i) * 2], s = cs[size_t(t * half + i) * 2 + 1];
+          const float a = to_f32(v[i]), b = to_f32(v[i + half]);
+          v[i] = from_f32<T_>(a * c - b * s);
+          v[i + half] = from_f32<T_>(b * c + a * s);
+        }
+      }
+    }
+  });
+}
+
+void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) {
+  // fused [N, (NH + 2·NKV)·d] = q | k | v  ->  packed [N, 3·NH·d] with kv head j serving query
+  // heads [j·g, (j+1)·g), g = NH / NKV (Hugging Face's repeat_kv).
+  const int64_t Wf = int64_t(n_head + 2 * n_kv_head) * head_dim, Wp = int64_t(3 * n_head) * head_dim;
+  const int64_t N = fused.numel() / Wf, g = n_head / n_kv_head, d = head_dim;
+  expect_numel(packed, N * Wp, "gqa_expand", "packed");
+  const size_t esz = dtype_size(packed.dtype);
+  const char* src = static_cast<const char*>(fused.data);
+  char* dst = static_cast<char*>(packed.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const char* f = src + size_t(n * Wf) * esz;
+    char* o = dst + size_t(n * Wp) * esz;
+    std::memcpy(o, f, size_t(n_head * d) * esz);  // q
+    for (int part = 1; part <= 2; ++part)         // k, v
+      for (int h = 0; h < n_head; ++h)
+        std::memcpy(o + size_t(part * n_head * d + h * d) * esz,
+                    f + size_t(n_head * d + (part - 1) * n_kv_head * d + (h / g) * d) * esz, size_t(d) * esz);
+  }
+}
+
+void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) {
+  // The backward of gqa_expand: dq copied, each kv head's gradient summed over its g query
+  // heads (in f32, in head order).
+  const int64_t Wf = int64_t(n_head + 2 * n_kv_head) * head_dim, Wp = int64_t(3 * n_head) * head_dim;
+  const int64_t N = dfused.numel() / Wf, g = n_head / n_kv_head, d = head_dim;
+  expect_numel(dpacked, N * Wp, "gqa_reduce", "dpacked");
+  dispatch_act(dfused.dtype, [&]<typename T>(T) {
+    T* df = dfused.as<T>();
+    const T* dp = dpacked.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      T* f = df + n * Wf;
+      const T* p = dp + n * Wp;
+      std::memcpy(f, p, size_t(n_head * d) * sizeof(T));
+      for (int part = 1; part <= 2; ++part)
+        for (int j = 0; j < n_kv_head; ++j)
+          for (int64_t i = 0; i < d; ++i) {
+            float s = 0;
+            for (int64_t r = 0; r < g; ++r) s += to_f32(p[part * n_head * d + (j * g + r) * d + i]);
+            f[n_head * d + (part - 1) * n_kv_head * d + j * d + i] = from_f32<T>(s);
+          }
+    }
+  });
+}
+
+void swiglu_forward(TensorView out, TensorView gate_up) {
+  // gate_up [N, 2I] = gate | up  ->  out [N, I] = silu(gate) · up
+  const int64_t I = last_dim(out), N = out.numel() / I;
+  expect_numel(gate_up, 2 * N * I, "swiglu_forward", "gate_up");
+  dispatch_act(out.dtype, [&]<typename T>(T) {
+    T* y = out.as<T>();
+    const T* gu = gate_up.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < I; ++i) {
+        const float g = to_f32(gu[n * 2 * I + i]), u = to_f32(gu[n * 2 * I + I + i]);
+        y[n * I + i] = from_f32<T>(g / (1.0f + std::exp(-g)) * u);
+      }
+  });
+}
+
+void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
+  const int64_t I = last_dim(dout), N = dout.numel() / I;
+  expect_numel(gate_up, 2 * N * I, "swiglu_backward", "gate_up");
+  expect_numel(dgate_up, 2 * N * I, "swiglu_backward", "dgate_up");
+  dispatch_act(dout.dtype, [&]<typename T>(T) {
+    T* d = dgate_up.as<T>();
+    const T* gu = gate_up.as<T>();
+    const T* dy = dout.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < I; ++i) {
+        const float g = to_f32(gu[n * 2 * I + i]), u = to_f32(gu[n * 2 * I + I + i]), dyv = to_f32(dy[n * I + i]);
+        const float s = 1.0f / (1.0f + std::exp(-g)), silu = g * s;
+        d[n * 2 * I + i] = from_f32<T>(dyv * u * s * (1.0f + g * (1.0f - s)));
+        d[n * 2 * I + I + i] = from_f32<T>(dyv * silu);
+      }
+  });
+}
+
+}  // namespace strata::cpu

@@ -1,0 +1,115 @@
+#include "model/model_spec.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+
+namespace strata {
+
+ModelSpec ModelSpec::load(const std::string& path) {
+  const std::string file = std::filesystem::is_directory(path) ? path + "/config.json" : path;
+  std::ifstream f(file);
+  STRATA_CHECK(f.good(), "cannot open model config '" + file + "'",
+               "pass --model with a JSON file such as configs/default.json, or a Hugging Face model directory");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return from_json_text(ss.str(), file);
+}
+
+ModelSpec ModelSpec::from_json_text(const std::string& text, const std::string& origin) {
+  ModelSpec s;
+  s.arch = model_arch_of(text, origin);
+  if (s.arch == "llama")
+    s.llama = LlamaConfig::from_json_text(text, origin);
+  else
+    s.gpt2 = GPT2Config::from_json_text(text, origin);
+  return s;
+}
+
+std::string ModelSpec::shape_json() const {
+  nlohmann::ordered_json j;
+  if (arch == "llama") {
+    const LlamaConfig& c = llama;
+    j = {{"arch", "llama"},
+         {"num_hidden_layers", c.n_layer},
+         {"num_attention_heads", c.n_head},
+         {"num_key_value_heads", c.n_kv_head},
+         {"hidden_size", c.n_embd},
+         {"intermediate_size", c.intermediate},
+         {"vocab_size", c.vocab_size},
+         {"padded_vocab_size", c.padded_vocab_size},
+         {"max_position_embeddings", c.max_seq_len},
+         {"rms_norm_eps", c.rms_eps},
+         {"rope_theta", c.rope_theta}};
+  } else {
+    const GPT2Config& c = gpt2;
+    j = {{"n_layer", c.n_layer},
+         {"n_head", c.n_head},
+         {"n_embd", c.n_embd},
+         {"vocab_size", c.vocab_size},
+         {"padded_vocab_size", c.padded_vocab_size},
+         {"n_positions", c.max_seq_len}};
+  }
+  return j.dump();
+}
+
+std::string ModelSpec::hf_config_json(DType dtype) const {
+  const char* td = dtype == DType::f32 ? "float32" : dtype == DType::bf16 ? "bfloat16" : "float16";
+  nlohmann::ordered_json j;
+  if (arch == "llama") {
+    const LlamaConfig& c = llama;
+    j = {{"architectures", {"LlamaForCausalLM"}},
+         {"model_type", "llama"},
+         {"hidden_act", "silu"},
+         {"hidden_size", c.n_embd},
+         {"intermediate_size", c.intermediate},
+         {"num_hidden_layers", c.n_layer},
+         {"num_attention_heads", c.n_head},
+         {"num_key_value_heads", c.n_kv_head},
+         {"max_position_embeddings", c.max_seq_len},
+         {"rms_norm_eps", c.rms_eps},
+         {"rope_theta", c.rope_theta},
+         {"rope_scaling", nullptr},
+         {"attention_bias", false},
+         {"mlp_bias", false},
+         {"tie_word_embeddings", false},
+         {"vocab_size", c.vocab_size},
+         {"torch_dtype", td}};
+    if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;
+  } else {
+    const GPT2Config& c = gpt2;
+    j = {{"architectures", {"GPT2LMHeadModel"}},
+         {"model_type", "gpt2"},
+         {"activation_function", "gelu_new"},
+         {"layer_norm_epsilon", 1e-5},
+         {"n_layer", c.n_layer},
+         {"n_head", c.n_head},
+         {"n_embd", c.n_embd},
+         {"n_positions", c.max_seq_len},
+         {"n_ctx", c.max_seq_len},
+         {"vocab_size", c.vocab_size},
+         {"tie_word_embeddings", true},
+         {"torch_dtype", td}};
+    // Strata's own padding, when it is not the default (Hugging Face ignores the extra key).
+    if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::vector<ParamSpec> unit_layout(const ModelSpec& spec) {
+  return spec.arch == "llama" ? llama_unit_layout(spec.llama) : gpt2_unit_layout(spec.gpt2);
+}
+
+std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, int micro_batch, int seq_len, DType dtype,
+                                  ModelStorage storage, UnitHooks* hooks) {
+  if (spec.arch == "llama")
+    return std::make_unique<Llama>(backend, spec.llama, micro_batch, seq_len, dtype, storage, hooks);
+  return std::make_unique<GPT2>(backend, spec.gpt2, micro_batch, seq_len, dtype, storage, hooks);
+}
+
+}  // namespace strata

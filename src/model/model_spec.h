@@ -1,0 +1,40 @@
+// Which model a config describes, and the things that depend on the architecture: building
+// the model, its shape as checkpoints record it, and its Hugging Face config.json.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/gpt2_config.h"
+#include "model/llama_config.h"
+#include "model/model.h"
+
+namespace strata {
+
+struct ModelSpec {
+  std::string arch = "gpt2";  // "gpt2" | "llama"
+  GPT2Config gpt2;
+  LlamaConfig llama;
+
+  // A Strata config file, a Hugging Face config.json, or a model directory holding one.
+  static ModelSpec load(const std::string& path);
+  static ModelSpec from_json_text(const std::string& text, const std::string& origin);
+  int vocab_size() const { return arch == "llama" ? llama.vocab_size : gpt2.vocab_size; }
+  int padded_vocab_size() const { return arch == "llama" ? llama.padded_vocab_size : gpt2.padded_vocab_size; }
+  int n_layer() const { return arch == "llama" ? llama.n_layer : gpt2.n_layer; }
+  int n_embd() const { return arch == "llama" ? llama.n_embd : gpt2.n_embd; }
+  int64_t num_params() const { return arch == "llama" ? llama.num_params() : gpt2.num_params(); }
+  // Strata's own JSON for this shape (checkpoint manifests; from_json_text reads it back).
+  std::string shape_json() const;
+  // Hugging Face's config.json for it.
+  std::string hf_config_json(DType dtype) const;
+};
+
+// The unit-major parameter layout of the spec's architecture.
+std::vector<ParamSpec> unit_layout(const ModelSpec& spec);
+
+std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, int micro_batch, int seq_len, DType dtype,
+                                  ModelStorage storage = {}, UnitHooks* hooks = nullptr);
+
+}  // namespace strata
