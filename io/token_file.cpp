@@ -14,7 +14,7 @@ TokenFormat parse_token_format(const std::string& s) {
   if (s == "u16") return TokenFormat::u16;
   if (s == "u32") return TokenFormat::u32;
   if (s == "text") return TokenFormat::text;
-  throw_error("unknown data format '" + s + "'", "use one of auto, u16, u32, text");
+  throw_error("unknown data format '" + s + "'", "use one of auto, u16, u32, text, jsonl");
 }
 
 static bool ends_with(const std::string& s, const std::string& suffix) {

@@ -151,6 +151,25 @@ case $case_name in
       --offload-optimizer cpu --steps 2 --log-every 1 --out "$tmp/ft" 2>"$tmp/err" || fail "import failed: $(cat "$tmp/err")"
     first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
     awk -v l="$first" 'BEGIN { exit !(l < 3.5) }' || fail "imported Llama's loss $first is not that of a trained one"
+    # JSONL with the directory's own tokenizer.model, found without --tokenizer.
+    cp "$src/tests/fixtures/spm-tiny/tokenizer.model" "$tmp/hf/"
+    "$bin" train --model "$tmp/hf" --data "$src/data/sft-tiny.jsonl" --seq-len 32 --steps 2 --out "$tmp/sft" \
+      2>"$tmp/err" || fail "JSONL fine-tuning failed: $(cat "$tmp/err")"
+    grep -q "by sentencepiece '$tmp/hf/tokenizer.model'" "$tmp/err" || fail "tokenizer not found: $(cat "$tmp/err")"
     echo "ok: imported Llama loss $first" ;;
+  finetune_jsonl)
+    # Prompt/completion records with the sentencepiece tokenizer: the loss falls.
+    "$bin" train --model "$src/configs/llama-bytes.json" --data "$src/data/sft-tiny.jsonl" \
+      --tokenizer "$src/tests/fixtures/spm-tiny/tokenizer.model" --seq-len 32 --steps 40 --log-every 1 \
+      --out "$tmp/ft" 2>"$tmp/err" || fail "fine-tuning failed: $(cat "$tmp/err")"
+    grep -q "400 prompt/completion records" "$tmp/err" || fail "no data line: $(cat "$tmp/err")"
+    first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
+    last=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | tail -1 | cut -d: -f2)
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || fail "loss $first -> $last did not fall"
+    printf '{"prompt": "a", "completion": "b"}\n{"prompt": "a", "completion": \n' >"$tmp/bad.jsonl"
+    expect_error 1 "bad.jsonl', line 2: invalid JSON" -- train --data "$tmp/bad.jsonl" --tokenizer bytes --steps 1
+    expect_error 1 "text records need a tokenizer" -- train --data "$tmp/bad.jsonl" --steps 1
+    expect_error 1 "\-\-tokenizer is for JSONL data" -- train --tokenizer bytes --steps 1
+    echo "ok: loss $first -> $last" ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -81,6 +81,7 @@ struct Config {
   int accum;
   std::string optimizer = "none", param = "none";
   std::string model = "configs/gpt2-tiny-bytes.json";
+  std::string data = "data/default.txt";
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -94,11 +95,15 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
       {"stage 2 bf16, optimizer on NVMe", 2, DType::bf16, 1, "nvme"},
       {"Llama, stage 3 bf16", 3, DType::bf16, 1, "none", "none", "configs/llama-tiny-bytes.json"},
       {"Llama, stage 1 f32, optimizer in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/llama-tiny-bytes.json"},
+      {"Llama, stage 2 f32 accum 2, masked JSONL records", 2, DType::f32, 2, "none", "none",
+       "configs/llama-tiny-bytes.json", "data/sft-tiny.jsonl"},
   };
   for (const Config& c : cases) {
     const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
     TrainOptions o = base(dir);
     o.model = test::source_path(c.model);
+    o.data = test::source_path(c.data);
+    if (c.data.ends_with(".jsonl")) o.tokenizer = "bytes", o.seq_len = 32;
     o.zero_stage = c.stage, o.precision = c.precision, o.grad_accum = c.accum;
     o.sub_group_size = 700, o.reduce_bucket_size = 1500, o.allgather_bucket_size = 2500;
     o.param_persistence_threshold = 300;
@@ -144,7 +149,9 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
     single.on_step_begin = [](int64_t step) {
       if (step == 5) throw Interrupted();
     };
-    if (world->rank() == 0) EXPECT_THROW(train(single), Interrupted);
+    if (world->rank() == 0) {
+      EXPECT_THROW(train(single), Interrupted);
+    }
     world->barrier();
     dist.resume = true;
     const TrainResult b = train(dist);  // 1 rank, stage 0 -> N ranks, stage `to`

@@ -66,6 +66,8 @@ TrainOptions base_options(const std::string& tag) {
 struct Case {
   int stage = 0, accum = 1;
   std::string model = "configs/gpt2-tiny-bytes.json";
+  std::string data = "data/default.txt";  // .jsonl: masked fine-tuning records (byte tokens)
+  int seq_len = 16;
   DType precision = DType::f32;
   int64_t sub_group = 1000, rs_bucket = 500000000, ag_bucket = 500000000;
   int prefetch = 2;
@@ -74,7 +76,7 @@ struct Case {
   double grad_clip = 1.0;
   int initial_scale_power = 16;
   std::string name() const {
-    return model + ", stage " + std::to_string(stage) + ", accum " + std::to_string(accum) + ", " +
+    return model + ", " + data + ", stage " + std::to_string(stage) + ", accum " + std::to_string(accum) + ", " +
            std::string(dtype_name(precision)) + ", buckets " + std::to_string(rs_bucket) + "/" +
            std::to_string(ag_bucket) + ", prefetch " + std::to_string(prefetch) + ", persistence " +
            std::to_string(persistence) + ", overlap " + std::to_string(overlap) + ", " + std::to_string(world->size()) +
@@ -85,6 +87,9 @@ struct Case {
 TrainOptions options_for(const Case& c, bool distributed) {
   TrainOptions o = base_options(distributed ? "dist" : "ref");
   o.model = test::source_path(c.model);
+  o.data = test::source_path(c.data);
+  o.seq_len = c.seq_len;
+  if (c.data.ends_with(".jsonl")) o.tokenizer = "bytes";
   o.grad_accum = c.accum;
   o.precision = c.precision;
   o.grad_clip = c.grad_clip;
@@ -108,8 +113,9 @@ TrainOptions options_for(const Case& c, bool distributed) {
 // Every rank computes the single-rank reference on its own; cached per reference shape.
 const TrainResult& reference(const Case& c) {
   static std::map<std::string, TrainResult> cache;
-  const std::string key = c.model + std::to_string(c.accum) + std::string(dtype_name(c.precision)) +
-                          std::to_string(c.grad_clip) + "/" + std::to_string(c.initial_scale_power);
+  const std::string key = c.model + c.data + std::to_string(c.seq_len) + std::to_string(c.accum) +
+                          std::string(dtype_name(c.precision)) + std::to_string(c.grad_clip) + "/" +
+                          std::to_string(c.initial_scale_power);
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, train(options_for(c, false))).first;
   return it->second;
@@ -208,6 +214,17 @@ TEST(ZeroEquivalence, LlamaInEveryStage) {
   for (int stage = 0; stage <= 3; ++stage)
     expect_equivalent({.stage = stage, .model = "configs/llama-tiny-bytes.json", .rs_bucket = 3000});
   expect_equivalent({.stage = 3, .accum = 2, .model = "configs/llama-tiny-bytes.json", .precision = DType::bf16});
+}
+// Prompt-masked records: micro-batches hold different numbers of unmasked targets, so each
+// is weighed by its share of the step's; the loss stays the global batch's token mean.
+TEST(ZeroEquivalence, MaskedFineTuningData) {
+  for (int stage = 0; stage <= 3; ++stage)
+    expect_equivalent({.stage = stage,
+                       .accum = 2,
+                       .model = "configs/llama-tiny-bytes.json",
+                       .data = "data/sft-tiny.jsonl",
+                       .seq_len = 32,
+                       .rs_bucket = 3000});
 }
 TEST(ZeroEquivalence, WithGradAccumulation) {
   for (int stage = 0; stage <= 3; ++stage) expect_equivalent({.stage = stage, .accum = 2});

@@ -23,12 +23,20 @@ int train_main(int argc, char** argv) {
     std::snprintf(b, sizeof b, "%g", v);
     return cxxopts::value<std::string>()->default_value(b);
   };
-  o.add_options()("model", "model config (JSON) or a Hugging Face GPT-2 directory (config.json + safetensors weights)",
+  o.add_options()("model",
+                  "model config (JSON: GPT-2 or Llama, Strata's or Hugging Face's config.json) or a Hugging Face "
+                  "GPT-2/Llama directory (config.json + safetensors weights)",
                   str(d.model))(
-      "data", "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin) or text (.txt, byte-level)",
-      str(d.data))("data-format", "auto | u16 | u32 | text", str(d.data_format))(
-      "steps", "optimizer steps", s(d.steps))("micro-batch", "sequences per micro-batch", s(d.micro_batch))(
-      "grad-accum", "micro-batches accumulated per step", s(d.grad_accum))(
+      "data",
+      "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin), text (.txt, byte-level), or "
+      "fine-tuning JSONL (.jsonl: {\"prompt\", \"completion\"} per line, loss on the completion only)",
+      str(d.data))("data-format", "auto | u16 | u32 | text | jsonl", str(d.data_format))(
+      "tokenizer",
+      "for JSONL text: a sentencepiece tokenizer.model, or 'bytes' (default: tokenizer.model in the --model "
+      "directory)",
+      str(d.tokenizer))("steps", "optimizer steps", s(d.steps))(
+      "micro-batch", "sequences per micro-batch", s(d.micro_batch))("grad-accum", "micro-batches accumulated per step",
+                                                                    s(d.grad_accum))(
       "seq-len", "tokens per sequence", s(d.seq_len))("lr", "peak learning rate", fmt(d.lr))(
       "warmup", "linear warmup steps", s(d.warmup))("min-lr-ratio", "cosine decay floor as a fraction of --lr",
                                                     fmt(d.min_lr_ratio))(
@@ -94,6 +102,7 @@ int train_main(int argc, char** argv) {
     t.model = r["model"].as<std::string>();
     t.data = r["data"].as<std::string>();
     t.data_format = r["data-format"].as<std::string>();
+    t.tokenizer = r["tokenizer"].as<std::string>();
     t.steps = gi("steps");
     t.micro_batch = int(gi("micro-batch"));
     t.grad_accum = int(gi("grad-accum"));

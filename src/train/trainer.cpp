@@ -25,6 +25,7 @@
 #include "tier/tier_manager.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
+#include "train/finetune_data.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -108,12 +109,29 @@ TrainResult train(const TrainOptions& opts) {
   std::unique_ptr<HfWeights> imported;
   if (hf_dir && !ckpt) imported = std::make_unique<HfWeights>(model_path, spec);
   const FlatSource* init = ckpt ? &ckpt->source(0) : imported.get();
-  io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
-  STRATA_CHECK(tf.max_token < spec.vocab_size(),
-               "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" + model_path +
-                   "' has a vocabulary of " + std::to_string(spec.vocab_size()),
-               "tokenize the data for this model, or pick a model with a larger vocab_size");
-  DataLoader loader(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
+  const bool jsonl = opts.data_format == "jsonl" ||
+                     (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
+  std::unique_ptr<SampleSource> data;
+  std::string data_line;
+  if (jsonl) {
+    std::string tok = opts.tokenizer;
+    if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
+      tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
+    std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
+    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed);
+    data_line = ft->describe();
+    data = std::move(ft);
+  } else {
+    STRATA_CHECK(opts.tokenizer.empty(), "--tokenizer is for JSONL data; '" + data_path + "' is a token or text file",
+                 "drop --tokenizer, or give --data FILE.jsonl");
+    io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
+    STRATA_CHECK(tf.max_token < spec.vocab_size(),
+                 "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" +
+                     model_path + "' has a vocabulary of " + std::to_string(spec.vocab_size()),
+                 "tokenize the data for this model, or pick a model with a larger vocab_size");
+    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
+  }
+  const SampleSource& loader = *data;
 
   auto tier_ok = [](const std::string& t) { return t == "none" || t == "cpu" || t == "nvme"; };
   STRATA_CHECK(tier_ok(opts.offload_optimizer), "--offload-optimizer " + opts.offload_optimizer,
@@ -233,6 +251,7 @@ TrainResult train(const TrainOptions& opts) {
                  std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
                  std::string(cpu::adam_isa_name(isa)).c_str(), world, opts.zero_stage, (long long)opts.steps,
                  tokens_per_step);
+  if (!quiet && !data_line.empty()) std::fprintf(stderr, "strata: data: %s\n", data_line.c_str());
 
   // Per-rank model-state bytes by kind, as allocated (rank 0 logs every rank's).
   const int64_t mine[5] = {int64_t(model.param_bytes() + engine.param_bytes()), int64_t(engine.grad_bytes()),
@@ -334,6 +353,9 @@ TrainResult train(const TrainOptions& opts) {
       // What a speculative offloaded update assumes: this step's lr, t, and no clipping.
       engine.begin_step({float(sched.at(applied)), float(1.0 / scale), applied + 1});
       double loss = 0;
+      // The step's unmasked targets over the global batch, counted alike on every rank.
+      const int64_t step_targets =
+          loader.unmasked_targets(base_samples + (step - start_step) * samples_per_step, int(samples_per_step));
       for (int micro = 0; micro < opts.grad_accum; ++micro) {
         engine.begin_micro(micro, opts.grad_accum);
         // This rank's slice of the step's global batch (the same samples for any world size).
@@ -341,11 +363,15 @@ TrainResult train(const TrainOptions& opts) {
             base_samples + zero::first_sample(step - start_step, rank, world, opts.micro_batch, opts.grad_accum, micro),
             opts.micro_batch, inputs, targets);
         model.forward(inputs);
-        // Each micro-batch's mean loss weighs 1/(accum·world) of the global mean; ranks sum.
-        loss += model.backward(targets, float(scale / double(opts.grad_accum * world))) / opts.grad_accum;
+        // Each micro-batch's mean loss weighs its share of the step's unmasked targets (for
+        // token streams 1/(accum·world)), so the ranks' sum is the global batch's token mean.
+        int64_t unmasked = 0;
+        for (int32_t t : targets) unmasked += t >= 0;
+        const double share = step_targets ? double(unmasked) / double(step_targets) : 0.0;
+        loss += model.backward(targets, float(scale * share)) * share;
       }
       // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
-      const zero::ReducedStep red = engine.reduce_gradients(loss / world);
+      const zero::ReducedStep red = engine.reduce_gradients(loss);
       loss = red.loss;
       const double lr = sched.at(applied);
       double norm = red.grad_norm / scale;

@@ -20,7 +20,10 @@ class IoFaults;
 struct TrainOptions {
   std::string model = "configs/default.json";
   std::string data = "data/default.txt";
-  std::string data_format = "auto";
+  std::string data_format = "auto";  // auto | u16 | u32 | text | jsonl (auto: .jsonl is JSONL)
+  // JSONL text records: "bytes" or a sentencepiece model file; empty: the tokenizer.model
+  // beside a Hugging Face --model, if any.
+  std::string tokenizer;
   int64_t steps = 400;
   int micro_batch = 8;
   int grad_accum = 1;

@@ -1,0 +1,143 @@
+#include "train/finetune_data.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace strata {
+
+FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokenizer, int vocab_size, int seq_len,
+                           uint64_t seed)
+    : path_(path), T_(seq_len), seed_(seed) {
+  std::ifstream f(path);
+  STRATA_CHECK(f.good(), "data '" + path + "' cannot be opened", "check --data");
+  STRATA_CHECK(!tokenizer || tokenizer->vocab_size() <= vocab_size,
+               "tokenizer " + tokenizer->describe() + " has more pieces than the model's vocabulary of " +
+                   std::to_string(vocab_size),
+               "use the tokenizer.model that came with the model");
+  if (tokenizer) tokenizer_name_ = tokenizer->describe();
+  const int32_t bos = tokenizer ? tokenizer->bos_id() : -1, eos = tokenizer ? tokenizer->eos_id() : -1;
+  pad_ = eos >= 0 ? eos : 0;  // padding follows the sample, so causal attention never sees it
+  begin_.push_back(0);
+  std::string line;
+  std::vector<int32_t> prompt, completion;
+  for (int64_t line_no = 1; std::getline(f, line); ++line_no) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines separate nothing
+    const std::string at = "data '" + path + "', line " + std::to_string(line_no);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw_error(at + ": invalid JSON (" + std::string(e.what()) + ")", "each line must be one JSON object");
+    }
+    STRATA_CHECK(j.is_object(), at + ": not a JSON object", "each line must be one JSON object");
+    auto ids_of = [&](const char* text_key, const char* ids_key, std::vector<int32_t>& out) {
+      out.clear();
+      if (j.contains(ids_key)) {
+        STRATA_CHECK(j[ids_key].is_array(), at + ": \"" + ids_key + "\" is not an array of token ids",
+                     "give token ids as a JSON array of integers");
+        for (const auto& v : j[ids_key]) {
+          STRATA_CHECK(v.is_number_integer(), at + ": \"" + ids_key + "\" holds " + v.dump() + ", not a token id",
+                       "give token ids as a JSON array of integers");
+          const int64_t id = v.get<int64_t>();
+          STRATA_CHECK(id >= 0 && id < vocab_size,
+                       at + ": token id " + std::to_string(id) + " in \"" + ids_key +
+                           "\" is outside the model's vocabulary of " + std::to_string(vocab_size),
+                       "the data was tokenized for a different model");
+          out.push_back(int32_t(id));
+        }
+        return;
+      }
+      STRATA_CHECK(j.contains(text_key) && j[text_key].is_string(),
+                   at +
+                       ": a record needs \"prompt\" and \"completion\" strings (or \"prompt_ids\" and "
+                       "\"completion_ids\" arrays); this one has " +
+                       (j.contains(text_key) ? "a non-string \"" + std::string(text_key) + "\""
+                                             : "no \"" + std::string(text_key) + "\""),
+                   "fix the record");
+      STRATA_CHECK(tokenizer, at + ": text records need a tokenizer",
+                   "give --tokenizer PATH/tokenizer.model (sentencepiece), or --tokenizer bytes for byte-level models");
+      out = tokenizer->encode(j[text_key].get<std::string>());
+      for (int32_t id : out)
+        STRATA_CHECK(id >= 0 && id < vocab_size,
+                     at + ": the tokenizer gave id " + std::to_string(id) + ", outside the model's vocabulary of " +
+                         std::to_string(vocab_size),
+                     "use the tokenizer.model that came with the model");
+    };
+    ids_of("prompt", "prompt_ids", prompt);
+    ids_of("completion", "completion_ids", completion);
+    STRATA_CHECK(!completion.empty(), at + ": the completion is empty: the sample has nothing to learn",
+                 "drop the record or give it a completion");
+    const int64_t start = int64_t(tokens_.size());
+    if (bos >= 0) tokens_.push_back(bos);
+    tokens_.insert(tokens_.end(), prompt.begin(), prompt.end());
+    const int64_t pend = int64_t(tokens_.size()) - start;
+    tokens_.insert(tokens_.end(), completion.begin(), completion.end());
+    if (eos >= 0) tokens_.push_back(eos);
+    // The first target that counts is the first completion token, at input position pend-1.
+    STRATA_CHECK(pend >= 1 && pend <= T_,
+                 at + ": " +
+                     (pend == 0 ? std::string("an empty prompt without a BOS token leaves nothing to predict from")
+                                : "the prompt's " + std::to_string(pend) +
+                                      " tokens leave no completion token within --seq-len " + std::to_string(T_)),
+                 pend == 0 ? "give the record a prompt" : "raise --seq-len or shorten the prompt");
+    if (int64_t(tokens_.size()) - start > int64_t(T_) + 1) {
+      tokens_.resize(size_t(start + T_ + 1));
+      ++truncated_;
+    }
+    begin_.push_back(int64_t(tokens_.size()));
+    prompt_end_.push_back(int32_t(pend));
+  }
+  STRATA_CHECK(records() > 0, "data '" + path + "' holds no records", "give a JSONL file with one record per line");
+  for (auto& p : perm_) p.resize(size_t(records()));
+}
+
+int64_t FinetuneData::record_of(int64_t sample) const {
+  const int64_t n = records(), epoch = sample / n;
+  int slot = perm_epoch_[0] == epoch ? 0 : perm_epoch_[1] == epoch ? 1 : -1;
+  if (slot < 0) {
+    slot = perm_epoch_[0] < perm_epoch_[1] ? 0 : 1;  // replace the older epoch
+    std::vector<int64_t>& p = perm_[slot];
+    for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;
+    Rng rng(seed_ ^ 0x5ff7u, uint64_t(epoch) + 1);
+    for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[size_t(rng.below(uint64_t(i) + 1))]);
+    perm_epoch_[slot] = epoch;
+  }
+  return perm_[slot][size_t(sample % n)];
+}
+
+void FinetuneData::fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets) const {
+  for (int s = 0; s < count; ++s) {
+    const int64_t r = record_of(first_sample + s);
+    const int32_t* t = tokens_.data() + begin_[size_t(r)];
+    const int64_t len = begin_[size_t(r) + 1] - begin_[size_t(r)], pend = prompt_end_[size_t(r)];
+    int32_t* in = inputs.data() + int64_t(s) * T_;
+    int32_t* tg = targets.data() + int64_t(s) * T_;
+    for (int64_t j = 0; j < T_; ++j) {
+      const bool real = j + 1 < len;
+      in[j] = j < len ? t[j] : pad_;
+      tg[j] = real && j + 1 >= pend ? t[j + 1] : -1;
+    }
+  }
+}
+
+int64_t FinetuneData::unmasked_targets(int64_t first_sample, int count) const {
+  int64_t n = 0;
+  for (int s = 0; s < count; ++s) {
+    const int64_t r = record_of(first_sample + s);
+    n += begin_[size_t(r) + 1] - begin_[size_t(r)] - prompt_end_[size_t(r)];
+  }
+  return n;
+}
+
+std::string FinetuneData::describe() const {
+  return std::to_string(records()) + " prompt/completion records, " + std::to_string(tokens()) + " tokens" +
+         (tokenizer_name_.empty() ? std::string(" (pre-tokenized)") : " by " + tokenizer_name_) +
+         (truncated_ ? ", " + std::to_string(truncated_) + " cut to --seq-len " + std::to_string(T_) : std::string());
+}
+
+}  // namespace strata
