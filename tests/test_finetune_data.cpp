@@ -23,14 +23,7 @@ std::string write_jsonl(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 const std::string kSpm = test::source_path("tests/fixtures/spm-tiny/tokenizer.model");
 

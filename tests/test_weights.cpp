@@ -12,7 +12,7 @@
 #include "cpu/cpu_backend.h"
 #include "io/safetensors.h"
 #include "model/hf_weights.h"
-#include "model/model_spec.h"
+#include "model/model_factory.h"
 #include "test_util.h"
 
 namespace strata {
@@ -24,14 +24,7 @@ std::string tmp(const std::string& name) {
   return (fs::temp_directory_path() / ("strata_weights_" + std::to_string(getpid()) + "_" + name)).string();
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(Safetensors, RoundTripsEveryDtype) {
   const std::string path = tmp("rt.safetensors");

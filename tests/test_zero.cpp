@@ -30,7 +30,7 @@
 #include "cpu/cpu_backend.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
-#include "model/model_spec.h"
+#include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/trainer.h"

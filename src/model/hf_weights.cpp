@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/gpt2_params.h"
 #include "model/llama.h"
+#include "model/model_factory.h"
 
 namespace strata {
 

@@ -6,8 +6,6 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "model/gpt2.h"
-#include "model/llama.h"
 
 namespace strata {
 
@@ -99,17 +97,6 @@ std::string ModelSpec::hf_config_json(DType dtype) const {
     if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;
   }
   return j.dump(2) + "\n";
-}
-
-std::vector<ParamSpec> unit_layout(const ModelSpec& spec) {
-  return spec.arch == "llama" ? llama_unit_layout(spec.llama) : gpt2_unit_layout(spec.gpt2);
-}
-
-std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, int micro_batch, int seq_len, DType dtype,
-                                  ModelStorage storage, UnitHooks* hooks) {
-  if (spec.arch == "llama")
-    return std::make_unique<Llama>(backend, spec.llama, micro_batch, seq_len, dtype, storage, hooks);
-  return std::make_unique<GPT2>(backend, spec.gpt2, micro_batch, seq_len, dtype, storage, hooks);
 }
 
 }  // namespace strata

@@ -1,14 +1,14 @@
-// Which model a config describes, and the things that depend on the architecture: building
-// the model, its shape as checkpoints record it, and its Hugging Face config.json.
+// Which model a config describes: its shape as checkpoints record it and its Hugging Face
+// config.json (model_factory.h builds the model). No backend here: the config fuzzer links
+// only this and the config readers.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "core/dtype.h"
 #include "model/gpt2_config.h"
 #include "model/llama_config.h"
-#include "model/model.h"
 
 namespace strata {
 
@@ -30,11 +30,5 @@ struct ModelSpec {
   // Hugging Face's config.json for it.
   std::string hf_config_json(DType dtype) const;
 };
-
-// The unit-major parameter layout of the spec's architecture.
-std::vector<ParamSpec> unit_layout(const ModelSpec& spec);
-
-std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, int micro_batch, int seq_len, DType dtype,
-                                  ModelStorage storage = {}, UnitHooks* hooks = nullptr);
 
 }  // namespace strata

@@ -20,7 +20,7 @@
 #include "io/token_file.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
-#include "model/model_spec.h"
+#include "model/model_factory.h"
 #include "tier/activation_offload.h"
 #include "tier/tier_manager.h"
 #include "train/checkpoint.h"
