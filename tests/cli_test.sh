@@ -171,5 +171,30 @@ case $case_name in
     expect_error 1 "text records need a tokenizer" -- train --data "$tmp/bad.jsonl" --steps 1
     expect_error 1 "\-\-tokenizer is for JSONL data" -- train --tokenizer bytes --steps 1
     echo "ok: loss $first -> $last" ;;
+  ds_config)
+    # A DeepSpeed example config: resolved values and their sources, the command line wins.
+    cfg="$src/tests/fixtures/ds_configs/zero2_offload_fp16.json"
+    "$bin" train --config "$cfg" --micro-batch 2 --print-config >"$tmp/pc" 2>"$tmp/err" || fail "print-config: $(cat "$tmp/err")"
+    grep -qE '^--zero-stage +2 +.*zero_optimization.stage$' "$tmp/pc" || fail "zero-stage: $(grep zero-stage "$tmp/pc")"
+    grep -qE '^--micro-batch +2 +command line$' "$tmp/pc" || fail "micro-batch: $(grep micro-batch "$tmp/pc")"
+    grep -qE '^--offload-optimizer +cpu ' "$tmp/pc" || fail "offload: $(grep offload-optimizer "$tmp/pc")"
+    grep -qE '^--seed +1337 +default$' "$tmp/pc" || fail "seed: $(grep seed "$tmp/pc")"
+    "$bin" train --config "$cfg" --model "$src/configs/gpt2-tiny-bytes.json" --seq-len 16 --steps 3 --out "$tmp/run" \
+      2>"$tmp/err" || fail "training with the config failed: $(cat "$tmp/err")"
+    grep -q '"zero_stage":2' "$tmp/run/metrics.jsonl" || fail "metrics: $(tail -1 "$tmp/run/metrics.jsonl")"
+    # Stage 3 with optimizer and parameters on NVMe, bf16, WarmupCosineLR over total_num_steps.
+    mkdir -p "$tmp/nvme"
+    sed "s|NVME_PATH|$tmp/nvme|g" "$src/tests/fixtures/ds_configs/zero3_nvme_bf16.json" >"$tmp/z3.json"
+    "$bin" train --config "$tmp/z3.json" --model "$src/configs/gpt2-tiny-bytes.json" --seq-len 16 --log-every 1 \
+      --out "$tmp/run3" 2>"$tmp/err" || fail "stage-3 NVMe config failed: $(cat "$tmp/err")"
+    [[ $(grep -c '"step"' "$tmp/run3/metrics.jsonl") -eq 6 ]] || fail "total_num_steps 6: $(wc -l <"$tmp/run3/metrics.jsonl") lines"
+    grep -q '"zero_stage":3' "$tmp/run3/metrics.jsonl" || fail "stage 3 not used"
+    printf '{"zero_optimisation": {"stage": 2}}' >"$tmp/typo.json"
+    expect_error 2 "did you mean 'zero_optimization'" -- train --config "$tmp/typo.json"
+    printf '{"optimizer": {"type": "Lamb"}}' >"$tmp/lamb.json"
+    expect_error 2 "is not implemented" -- train --config "$tmp/lamb.json"
+    OMPI_COMM_WORLD_SIZE=2 "$bin" train --config "$cfg" --print-config >/dev/null 2>"$tmp/err" && fail "world 2 accepted 16 = 4 x 4 x 2"
+    grep -q "4 × 4 × 2" "$tmp/err" || fail "batch triple: $(cat "$tmp/err")"
+    echo "ok" ;;
   *) fail "unknown case $case_name" ;;
 esac

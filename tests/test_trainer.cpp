@@ -192,5 +192,18 @@ TEST(LrSchedule, WarmupThenCosine) {
   EXPECT_NEAR(s.at(10 + 99 / 2.0), 0.55, 0.01);
 }
 
+// DeepSpeed's WarmupDecayLR (linear to the floor) and WarmupLR (constant after warmup).
+TEST(LrSchedule, LinearAndConstantDecay) {
+  LrSchedule lin{1.0, 10, 110, 0.0, LrSchedule::Decay::linear};
+  EXPECT_NEAR(lin.at(4), 0.5, 1e-12);
+  EXPECT_NEAR(lin.at(10), 1.0, 1e-12);
+  EXPECT_NEAR(lin.at(10 + 33), 1.0 - 33.0 / 99.0, 1e-12);
+  EXPECT_NEAR(lin.at(109), 0.0, 1e-12);
+  LrSchedule flat{1.0, 10, 110, 0.1, LrSchedule::Decay::constant};
+  EXPECT_NEAR(flat.at(4), 0.5, 1e-12);
+  EXPECT_EQ(flat.at(50), 1.0);
+  EXPECT_EQ(flat.at(109), 1.0);
+}
+
 }  // namespace
 }  // namespace strata

@@ -1,16 +1,28 @@
 // `strata train`: one option table (cxxopts) generates the help and parses every value;
 // values are then checked strictly, and any error names the option.
 #include <cstdio>
+#include <cstdlib>
 #include <cxxopts.hpp>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "cli/ds_config.h"
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "core/parse.h"
 #include "train/trainer.h"
 
 namespace strata::cli {
+
+// Ranks as the launcher announces them, before MPI starts (a config's train_batch_size
+// needs it to derive the micro-batch or the accumulation).
+static int launched_world_size() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char* s = std::getenv(v)) return std::max(1, std::atoi(s));
+  return 1;
+}
 
 int train_main(int argc, char** argv) {
   const TrainOptions d;
@@ -23,10 +35,14 @@ int train_main(int argc, char** argv) {
     std::snprintf(b, sizeof b, "%g", v);
     return cxxopts::value<std::string>()->default_value(b);
   };
-  o.add_options()("model",
-                  "model config (JSON: GPT-2 or Llama, Strata's or Hugging Face's config.json) or a Hugging Face "
-                  "GPT-2/Llama directory (config.json + safetensors weights)",
-                  str(d.model))(
+  o.add_options()("config",
+                  "a DeepSpeed-style JSON config, mapped onto these options (values given here win; unknown or "
+                  "unimplemented keys are errors)",
+                  str(""))("print-config", "print every option's resolved value and where it came from, then exit")(
+      "model",
+      "model config (JSON: GPT-2 or Llama, Strata's or Hugging Face's config.json) or a Hugging Face "
+      "GPT-2/Llama directory (config.json + safetensors weights)",
+      str(d.model))(
       "data",
       "training data: token file (.bin/.u16 uint16, .u32 uint32, llm.c .bin), text (.txt, byte-level), or "
       "fine-tuning JSONL (.jsonl: {\"prompt\", \"completion\"} per line, loss on the completion only)",
@@ -38,8 +54,9 @@ int train_main(int argc, char** argv) {
       "micro-batch", "sequences per micro-batch", s(d.micro_batch))("grad-accum", "micro-batches accumulated per step",
                                                                     s(d.grad_accum))(
       "seq-len", "tokens per sequence", s(d.seq_len))("lr", "peak learning rate", fmt(d.lr))(
-      "warmup", "linear warmup steps", s(d.warmup))("min-lr-ratio", "cosine decay floor as a fraction of --lr",
-                                                    fmt(d.min_lr_ratio))(
+      "warmup", "linear warmup steps", s(d.warmup))(
+      "lr-decay", "after warmup: cosine | linear | constant (down to --min-lr-ratio at the last step)",
+      str(d.lr_decay))("min-lr-ratio", "cosine decay floor as a fraction of --lr", fmt(d.min_lr_ratio))(
       "weight-decay", "AdamW decoupled weight decay (matmul weights and embeddings)", fmt(d.weight_decay))(
       "beta1", "Adam beta1", fmt(d.beta1))("beta2", "Adam beta2", fmt(d.beta2))("eps", "Adam epsilon", fmt(d.eps))(
       "grad-clip", "global gradient-norm clip (0 = off)", fmt(d.grad_clip))(
@@ -60,8 +77,10 @@ int train_main(int argc, char** argv) {
                                s(d.allgather_bucket_size))(
       "overlap-comm", "run communication on its own stream, overlapped with backward (true | false)", str("true"))(
       "prefetch-depth", "stage 3: units gathered ahead of use", s(d.prefetch_depth))(
-      "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole on every rank",
-      s(d.param_persistence_threshold))(
+      "prefetch-bucket-size", "stage 3: elements gathered ahead of use (> 0 overrides --prefetch-depth)",
+      s(d.prefetch_bucket_size))("param-persistence-threshold",
+                                 "stage 3: parameters with fewer elements stay whole on every rank",
+                                 s(d.param_persistence_threshold))(
       "max-live-params", "stage 3: gathered parameter elements at once (0 = from --prefetch-depth)",
       s(d.max_live_params))("loss-scale", "fp16: static loss scale (0 = dynamic)", fmt(d.loss_scale))(
       "initial-scale-power", "fp16 dynamic scaling: initial scale 2^N", s(d.initial_scale_power))(
@@ -95,6 +114,46 @@ int train_main(int argc, char** argv) {
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
+  // A config file becomes more arguments, placed only where the command line gave none, and
+  // the whole is parsed again: one parser, one set of checks, the options stay the truth.
+  const cxxopts::ParseResult typed = r;
+  std::vector<ConfigSetting> from_config;
+  std::vector<std::string> injected;
+  if (const std::string config = r["config"].as<std::string>(); !config.empty()) {
+    try {
+      from_config = translate_ds_config(config, launched_world_size());
+    } catch (const Error& e) {
+      return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
+    }
+    std::vector<std::string> flags;
+    for (const auto& g : o.groups())
+      for (const auto& h : o.group_help(g).options)
+        if (h.is_boolean) flags.push_back(h.l.front());
+    for (const ConfigSetting& c : from_config) {
+      if (typed.count(c.option)) continue;
+      if (std::find(flags.begin(), flags.end(), c.option) != flags.end()) {
+        if (c.value == "true") injected.push_back("--" + c.option);
+      } else {
+        injected.push_back("--" + c.option + "=" + c.value);
+      }
+    }
+    std::vector<const char*> args(argv, argv + argc);
+    for (const std::string& a : injected) args.push_back(a.c_str());
+    if (auto done = parse_options(o, int(args.size()), const_cast<char**>(args.data()), "train", r)) return *done;
+  }
+  if (r.count("print-config")) {
+    for (const auto& g : o.groups())
+      for (const auto& h : o.group_help(g).options) {
+        const std::string& name = h.l.front();
+        if (name == "help" || name == "print-config" || name == "config") continue;
+        const std::string value = h.is_boolean ? (r.count(name) ? "true" : "false") : r[name].as<std::string>();
+        std::string from = typed.count(name) ? "command line" : "default";
+        for (const ConfigSetting& c : from_config)
+          if (c.option == name && !typed.count(name)) from = c.from;
+        std::printf("--%-30s %-24s %s\n", name.c_str(), value.c_str(), from.c_str());
+      }
+    return 0;
+  }
   TrainOptions t;
   try {
     auto gi = [&](const char* k) { return parse_int(r[k].as<std::string>(), std::string("--") + k); };
@@ -109,6 +168,9 @@ int train_main(int argc, char** argv) {
     t.seq_len = int(gi("seq-len"));
     t.lr = gd("lr");
     t.warmup = gi("warmup");
+    t.lr_decay = r["lr-decay"].as<std::string>();
+    if (t.lr_decay != "cosine" && t.lr_decay != "linear" && t.lr_decay != "constant")
+      return usage_error("train", "--lr-decay: '" + t.lr_decay + "' is not cosine, linear or constant");
     t.min_lr_ratio = gd("min-lr-ratio");
     t.weight_decay = gd("weight-decay");
     t.beta1 = gd("beta1");
@@ -134,6 +196,7 @@ int train_main(int argc, char** argv) {
     t.reduce_bucket_size = gc("reduce-bucket-size");
     t.allgather_bucket_size = gc("allgather-bucket-size");
     t.prefetch_depth = int(gc("prefetch-depth"));
+    t.prefetch_bucket_size = gc("prefetch-bucket-size");
     t.param_persistence_threshold = gc("param-persistence-threshold");
     t.max_live_params = gc("max-live-params");
     const std::string overlap = r["overlap-comm"].as<std::string>();

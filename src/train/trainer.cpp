@@ -182,6 +182,12 @@ TrainResult train(const TrainOptions& opts) {
   zo.reduce_bucket_size = opts.reduce_bucket_size;
   zo.allgather_bucket_size = opts.allgather_bucket_size;
   zo.prefetch_depth = opts.prefetch_depth;
+  if (opts.prefetch_bucket_size > 0) {  // units are gathered whole: count the largest layer's
+    std::vector<int64_t> unit_elems(size_t(spec.n_layer() + 2), 0);
+    for (const ParamSpec& ps : unit_layout(spec)) unit_elems[size_t(ps.unit)] += ps.shape.numel();
+    const int64_t layer = *std::max_element(unit_elems.begin() + 1, unit_elems.end() - 1);
+    zo.prefetch_depth = int(std::max<int64_t>(1, opts.prefetch_bucket_size / layer));
+  }
   zo.param_persistence_threshold = opts.param_persistence_threshold;
   zo.max_live_params = opts.max_live_params;
   zo.overlap_comm = opts.overlap_comm;
@@ -230,7 +236,12 @@ TrainResult train(const TrainOptions& opts) {
   engine.attach(model, std::move(buffers), opts.seed, init);
   if (ckpt) engine.load_moments(ckpt->source(1), ckpt->source(2));
   if (engine.host_optimizer()) engine.host_optimizer()->set_faults(opts.nvme_faults);
-  const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio};
+  STRATA_CHECK(opts.lr_decay == "cosine" || opts.lr_decay == "linear" || opts.lr_decay == "constant",
+               "--lr-decay " + opts.lr_decay, "use cosine, linear or constant");
+  const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio,
+                         opts.lr_decay == "linear"     ? LrSchedule::Decay::linear
+                         : opts.lr_decay == "constant" ? LrSchedule::Decay::constant
+                                                       : LrSchedule::Decay::cosine};
   const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
   const bool lead = rank == 0;  // rank 0 reports for everyone
   std::unique_ptr<MetricsLog> metrics;

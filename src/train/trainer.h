@@ -31,6 +31,7 @@ struct TrainOptions {
   double lr = 2e-3;
   int64_t warmup = 20;
   double min_lr_ratio = 0.1;
+  std::string lr_decay = "cosine";  // cosine | linear | constant
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;  // 0 disables clipping
@@ -49,6 +50,9 @@ struct TrainOptions {
   int64_t reduce_bucket_size = 500000000;
   int64_t allgather_bucket_size = 500000000;
   int prefetch_depth = 2;
+  // Stage 3: elements to prefetch ahead (DeepSpeed's stage3_prefetch_bucket_size); > 0
+  // overrides prefetch_depth with the layers that many elements hold (at least 1).
+  int64_t prefetch_bucket_size = 0;
   int64_t param_persistence_threshold = 100000;
   int64_t max_live_params = 0;
   bool overlap_comm = true;
