@@ -196,5 +196,15 @@ case $case_name in
     OMPI_COMM_WORLD_SIZE=2 "$bin" train --config "$cfg" --print-config >/dev/null 2>"$tmp/err" && fail "world 2 accepted 16 = 4 x 4 x 2"
     grep -q "4 × 4 × 2" "$tmp/err" || fail "batch triple: $(cat "$tmp/err")"
     echo "ok" ;;
+  plan)
+    "$bin" plan --params 7.5e9 --ranks 64 >"$tmp/out" 2>"$tmp/err" || fail "plan failed: $(cat "$tmp/err")"
+    grep -q "stage 0 120.0 GB, stage 1 31.4 GB, stage 2 16.6 GB, stage 3 1.9 GB" "$tmp/out" || fail "paper figures: $(cat "$tmp/out")"
+    "$bin" plan --model "$src/configs/gpt2-small.json" --ranks 2 --device-mem 1GiB >"$tmp/out" 2>"$tmp/err" ||
+      fail "plan --model failed: $(cat "$tmp/err")"
+    grep -q "^recommended: --zero-stage" "$tmp/out" || fail "no recommendation: $(tail -3 "$tmp/out")"
+    "$bin" plan --model "$src/configs/gpt2-small.json" --device-mem 1MiB >"$tmp/out"; [[ $? -eq 1 ]] || fail "1 MiB fits?"
+    grep -q "nothing fits" "$tmp/out" || fail "$(tail -2 "$tmp/out")"
+    expect_error 2 "one of --model" -- plan
+    echo "ok: $(grep recommended "$tmp/out")" ;;
   *) fail "unknown case $case_name" ;;
 esac

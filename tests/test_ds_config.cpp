@@ -56,7 +56,9 @@ TEST(DsConfig, Zero2OffloadFp16Example) {
                                                    {"reduce-bucket-size", "200000000"}};
   EXPECT_EQ(m, want);
   for (const ConfigSetting& s : v) {
-    if (s.option == "zero-stage") EXPECT_NE(s.from.find("zero_optimization.stage"), std::string::npos) << s.from;
+    if (s.option == "zero-stage") {
+      EXPECT_NE(s.from.find("zero_optimization.stage"), std::string::npos) << s.from;
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "cpu/cpu_backend.h"
 #include "test_util.h"
 #include "train/lr_schedule.h"
+#include "train/planner.h"
 #include "train/trainer.h"
 #include "zero/adamw.h"
 
@@ -190,6 +191,38 @@ TEST(LrSchedule, WarmupThenCosine) {
   EXPECT_NEAR(s.at(10), 1.0, 1e-12);
   EXPECT_NEAR(s.at(109), 0.1, 1e-12);
   EXPECT_NEAR(s.at(10 + 99 / 2.0), 0.55, 0.01);
+}
+
+// The ZeRO paper's example (Ψ = 7.5B, N = 64, K = 12): 120, 31.4, 16.6 and 1.9 GB.
+TEST(Planner, PaperExampleModelStates) {
+  const double want[4] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ModelStates m = plan_model_states(stage, 7.5e9, 0, 64, true);
+    EXPECT_DOUBLE_EQ(m.params + m.grads + m.optim, want[stage]) << "stage " << stage;
+  }
+}
+
+TEST(Planner, RecommendsTheFastestPlanThatFits) {
+  PlanInput in;
+  in.model = ModelSpec::load(test::source_path("configs/gpt2-small.json"));
+  in.psi = double(in.model->num_params());
+  in.ranks = 2;
+  const std::vector<PlanRow> free = make_plan(in);
+  const PlanRow& unlimited = free[size_t(recommend(free))];
+  EXPECT_EQ(unlimited.offload, "none");   // with room everywhere nothing is offloaded
+  EXPECT_FALSE(unlimited.checkpointing);  // nor recomputed
+  in.device_bytes = 0.8e9;                // below every no-offload plan
+  const std::vector<PlanRow> tight = make_plan(in);
+  const int best = recommend(tight);
+  ASSERT_GE(best, 0);
+  EXPECT_LE(tight[size_t(best)].device, in.device_bytes);
+  for (const PlanRow& r : tight) {
+    if (r.offload == "none") {
+      EXPECT_FALSE(r.fits) << "stage " << r.stage;
+    }
+  }
+  in.device_bytes = 1e6;
+  EXPECT_EQ(recommend(make_plan(in)), -1);
 }
 
 // DeepSpeed's WarmupDecayLR (linear to the floor) and WarmupLR (constant after warmup).

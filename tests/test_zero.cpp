@@ -33,6 +33,7 @@
 #include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
+#include "train/planner.h"
 #include "train/trainer.h"
 #include "zero/bucket_plan.h"
 #include "zero/partition.h"
@@ -328,6 +329,10 @@ TEST(ZeroAccounting, AllocatedBytesMatchTheFormulas) {
       const bool mixed = dt != DType::f32;
       const double expect[4] = {16 * psi, mixed ? 4 * psi + 12 * part : 8 * psi + 12 * part,
                                 mixed ? 2 * psi + 14 * part : 4 * psi + 16 * part, 16 * part};
+      // strata plan's model-state rows are the engine's allocation.
+      const ModelStates plan = plan_model_states(stage, psi, double(lay.padded_elements()), N, mixed);
+      EXPECT_EQ(plan.params + plan.grads + plan.optim, got) << "plan, " << dtype_name(dt) << " stage " << stage;
+      EXPECT_EQ(plan.grads, double(r.grad_bytes)) << "plan's gradients, " << dtype_name(dt) << " stage " << stage;
       EXPECT_EQ(got, expect[stage]) << dtype_name(dt) << " stage " << stage << " on " << N << " ranks: params "
                                     << r.param_bytes << ", grads " << r.grad_bytes << ", optimizer " << r.optim_bytes;
       EXPECT_EQ(double(r.grad_bytes), stage >= 2 ? (mixed ? 2 : 4) * part : (mixed ? 2 : 4) * psi) << "gradients";

@@ -1,0 +1,119 @@
+// `strata plan`: will it fit, and which stage and offload to use — per-rank bytes per tier
+// for every ZeRO stage × offload choice, with an estimated step time and a recommendation.
+#include <cstdio>
+#include <cxxopts.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/parse.h"
+#include "model/model_factory.h"
+#include "train/planner.h"
+#include "zero/partition.h"
+
+namespace strata::cli {
+
+int plan_main(int argc, char** argv) {
+  cxxopts::Options o("strata plan",
+                     "Per-rank memory per tier and estimated step time for every ZeRO stage and "
+                     "offload choice; recommends the fastest plan that fits.");
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()("model", "model config (JSON or Hugging Face directory): model states, activations, step time",
+                  str(""))("params", "parameter count alone (e.g. 7.5e9): model-state rows only", str(""))(
+      "ranks", "data-parallel ranks", str("1"))("precision", "bf16 | f16 | f32", str("bf16"))(
+      "micro-batch", "sequences per micro-batch", str("8"))("seq-len", "tokens per sequence", str("128"))(
+      "device-mem", "device capacity per rank (0 = unlimited)", str("0"))(
+      "host-mem", "host RAM per rank (0 = unlimited)", str("0"))("nvme-size", "NVMe per rank (0 = unlimited)",
+                                                                 str("0"))(
+      "device-tflops", "device throughput, TFLOP/s", str("0.1"))("net-gbps", "network GB/s per rank", str("1"))(
+      "link-gbps", "host<->device GB/s", str("10"))("host-gbps", "host memory GB/s for CPU Adam", str("10"))(
+      "nvme-gbps", "NVMe GB/s", str("1"))("h,help", "show this help");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "plan", r)) return *done;
+  PlanInput in;
+  try {
+    const std::string model = r["model"].as<std::string>(), params = r["params"].as<std::string>();
+    if (model.empty() == params.empty()) return usage_error("plan", "give one of --model FILE or --params COUNT");
+    in.ranks = int(parse_int(r["ranks"].as<std::string>(), "--ranks"));
+    if (in.ranks < 1) return usage_error("plan", "--ranks must be positive");
+    const std::string prec = r["precision"].as<std::string>();
+    if (prec != "f32" && prec != "bf16" && prec != "f16")
+      return usage_error("plan", "--precision: '" + prec + "' is not f32, bf16 or f16");
+    in.mixed = prec != "f32";
+    in.micro_batch = int(parse_int(r["micro-batch"].as<std::string>(), "--micro-batch"));
+    in.seq_len = int(parse_int(r["seq-len"].as<std::string>(), "--seq-len"));
+    if (!params.empty()) {
+      in.psi = parse_double(params, "--params");
+      if (!(in.psi >= 1)) return usage_error("plan", "--params must be at least 1");
+    } else {
+      const ModelSpec spec = ModelSpec::load(model);
+      in.model = spec;
+      in.psi = double(spec.num_params());
+      // Ψ' as the engine pads it (default sub-group size and alignment).
+      std::vector<zero::ParamSpan> table;
+      int64_t off = 0;
+      for (const ParamSpec& s : unit_layout(spec)) {
+        table.push_back({s.name, s.unit, off, s.shape.numel(), false});
+        off += s.shape.numel();
+      }
+      in.padded_psi = double(zero::PartitionLayout(table, in.ranks, 1000000000).padded_elements());
+    }
+    auto bytes = [&](const char* k) { return double(parse_bytes(r[k].as<std::string>(), std::string("--") + k)); };
+    in.device_bytes = bytes("device-mem"), in.host_bytes = bytes("host-mem"), in.nvme_bytes = bytes("nvme-size");
+    auto rate = [&](const char* k) { return parse_double(r[k].as<std::string>(), std::string("--") + k); };
+    in.device_flops = rate("device-tflops") * 1e12, in.net_bw = rate("net-gbps") * 1e9;
+    in.link_bw = rate("link-gbps") * 1e9, in.host_bw = rate("host-gbps") * 1e9, in.nvme_bw = rate("nvme-gbps") * 1e9;
+  } catch (const Error& e) {
+    return usage_error("plan", e.what_failed() + " (" + e.hint() + ")");
+  }
+  const std::vector<PlanRow> rows = make_plan(in);
+  const double GB = 1e9;
+  std::printf("strata plan: %.4g parameters, %d rank(s), %s%s\n\n", in.psi, in.ranks,
+              in.mixed ? "mixed precision (K = 12)" : "f32",
+              in.model ? "" : " (model states only: give --model for activations and step time)");
+  std::printf(
+      "model states per rank: stage 0 %.1f GB, stage 1 %.1f GB, stage 2 %.1f GB, stage 3 %.1f GB\n\n",
+      [&] {
+        const auto m = plan_model_states(0, in.psi, in.padded_psi, in.ranks, in.mixed);
+        return (m.params + m.grads + m.optim) / GB;
+      }(),
+      [&] {
+        const auto m = plan_model_states(1, in.psi, in.padded_psi, in.ranks, in.mixed);
+        return (m.params + m.grads + m.optim) / GB;
+      }(),
+      [&] {
+        const auto m = plan_model_states(2, in.psi, in.padded_psi, in.ranks, in.mixed);
+        return (m.params + m.grads + m.optim) / GB;
+      }(),
+      [&] {
+        const auto m = plan_model_states(3, in.psi, in.padded_psi, in.ranks, in.mixed);
+        return (m.params + m.grads + m.optim) / GB;
+      }());
+  std::printf("%-5s %-11s %-5s %10s %10s %10s %10s %10s %10s %10s %5s %9s\n", "stage", "offload", "ckpt", "params GB",
+              "grads GB", "optim GB", "act GB", "device GB", "host GB", "nvme GB", "fits", "step s");
+  for (const PlanRow& p : rows) {
+    char act[32] = "-", step[32] = "-";
+    if (p.activations >= 0) std::snprintf(act, sizeof act, "%.3f", p.activations / GB);
+    if (p.step_s > 0) std::snprintf(step, sizeof step, "%.3g", p.step_s);
+    std::printf("%-5d %-11s %-5s %10.3f %10.3f %10.3f %10s %10.3f %10.3f %10.3f %5s %9s\n", p.stage, p.offload.c_str(),
+                p.checkpointing ? "yes" : "no", p.params / GB, p.grads / GB, p.optim / GB, act, p.device / GB,
+                p.host / GB, p.nvme / GB, p.fits ? "yes" : "no", step);
+  }
+  if (!in.model) {
+    std::printf("\n(give --model for activations, step times and a recommendation)\n");
+    return 0;
+  }
+  const int best = recommend(rows);
+  if (best < 0) {
+    std::printf("\nnothing fits: add ranks, device memory, host RAM or NVMe\n");
+    return 1;
+  }
+  const PlanRow& b = rows[size_t(best)];
+  std::printf(
+      "\nrecommended: --zero-stage %d%s%s%s\n", b.stage,
+      b.offload == "none" ? "" : (" --offload-optimizer " + b.offload.substr(0, b.offload.find('+'))).c_str(),
+      b.offload.ends_with("+param") ? (" --offload-param " + b.offload.substr(0, b.offload.find('+'))).c_str() : "",
+      b.checkpointing ? " --activation-checkpointing" : "");
+  return 0;
+}
+
+}  // namespace strata::cli

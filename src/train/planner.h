@@ -1,0 +1,55 @@
+// `strata plan`: per-rank bytes in each tier for every ZeRO stage × offload choice, whether
+// it fits, and an estimated step time; the recommendation is the fastest plan that fits.
+//
+// Model states follow the engine's accounting exactly (tested against what it allocates):
+// in mixed precision (bf16/f16) params 2Ψ, grads 2Ψ, optimizer K = 12 (f32 master, m, v),
+// partitioned by stage as the ZeRO paper gives — 16Ψ, 4Ψ+12Ψ'/N, 2Ψ+14Ψ'/N, 16Ψ'/N — with
+// Ψ' the layout's padded count when a model is given (Ψ otherwise). Offloading moves the
+// optimizer's 12Ψ'/N (and, with parameters, the stage-3 shards) to host RAM or NVMe.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+
+namespace strata {
+
+struct PlanInput {
+  double psi = 0;                  // parameters
+  double padded_psi = 0;           // Ψ' (0: Ψ)
+  std::optional<ModelSpec> model;  // for activations (absent: model states only)
+  int ranks = 1;
+  bool mixed = true;  // bf16/f16 compute (false: f32)
+  int micro_batch = 8, seq_len = 128;
+  double device_bytes = 0, host_bytes = 0, nvme_bytes = 0;  // per rank; 0 = unlimited
+  // Throughputs for the step-time estimate (per rank): device FLOP/s, bytes/s of the
+  // network, host<->device link, host memory (CPU Adam) and NVMe.
+  double device_flops = 1e11, net_bw = 1e9, link_bw = 1e10, host_bw = 1e10, nvme_bw = 1e9;
+  int64_t reduce_bucket = 500000000, pin_buffers = 4, pin_buffer_bytes = 16 << 20;
+};
+
+struct PlanRow {
+  int stage;
+  std::string offload;  // none | cpu | nvme | cpu+param | nvme+param
+  bool checkpointing;
+  double params = 0, grads = 0, optim = 0;  // model-state bytes per rank (wherever they live)
+  double device = 0, host = 0, nvme = 0;    // per-rank bytes in each tier (incl. activations, buffers)
+  double activations = -1;                  // -1: unknown (no model shape)
+  bool fits = true;
+  double step_s = 0;  // estimate (0: no model shape)
+};
+
+// Model-state bytes per rank, as the engine allocates them.
+struct ModelStates {
+  double params, grads, optim;
+};
+ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed);
+
+std::vector<PlanRow> make_plan(const PlanInput& in);
+// The fastest row that fits (ties: the least offloaded, then fewer device bytes); -1 if
+// none fits.
+int recommend(const std::vector<PlanRow>& rows);
+
+}  // namespace strata
