@@ -70,24 +70,12 @@ int plan_main(int argc, char** argv) {
   std::printf("strata plan: %.4g parameters, %d rank(s), %s%s\n\n", in.psi, in.ranks,
               in.mixed ? "mixed precision (K = 12)" : "f32",
               in.model ? "" : " (model states only: give --model for activations and step time)");
-  std::printf(
-      "model states per rank: stage 0 %.1f GB, stage 1 %.1f GB, stage 2 %.1f GB, stage 3 %.1f GB\n\n",
-      [&] {
-        const auto m = plan_model_states(0, in.psi, in.padded_psi, in.ranks, in.mixed);
-        return (m.params + m.grads + m.optim) / GB;
-      }(),
-      [&] {
-        const auto m = plan_model_states(1, in.psi, in.padded_psi, in.ranks, in.mixed);
-        return (m.params + m.grads + m.optim) / GB;
-      }(),
-      [&] {
-        const auto m = plan_model_states(2, in.psi, in.padded_psi, in.ranks, in.mixed);
-        return (m.params + m.grads + m.optim) / GB;
-      }(),
-      [&] {
-        const auto m = plan_model_states(3, in.psi, in.padded_psi, in.ranks, in.mixed);
-        return (m.params + m.grads + m.optim) / GB;
-      }());
+  std::printf("model states per rank:");
+  for (int stage = 0; stage <= 3; ++stage) {
+    const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);
+    std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
+  }
+  std::printf("\n\n");
   std::printf("%-5s %-11s %-5s %10s %10s %10s %10s %10s %10s %10s %5s %9s\n", "stage", "offload", "ckpt", "params GB",
               "grads GB", "optim GB", "act GB", "device GB", "host GB", "nvme GB", "fits", "step s");
   for (const PlanRow& p : rows) {
