@@ -26,7 +26,7 @@ static int launched_world_size() {
 
 int train_main(int argc, char** argv) {
   const TrainOptions d;
-  cxxopts::Options o("strata train", "Train a GPT-2 model. With no options: the embedded default model and data.");
+  cxxopts::Options o("strata train", "Train a GPT-2 or Llama model. With no options: the embedded default model and data.");
   // Values are taken as strings and parsed strictly below, so "--steps 1x" is an error.
   auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };

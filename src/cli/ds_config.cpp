@@ -387,7 +387,7 @@ std::vector<ConfigSetting> translate_ds_config(const std::string& path, int worl
 
   if (const json* v = top.get("activation_checkpointing")) {
     Block b(*v, "activation_checkpointing", path);
-    set("activation-checkpointing", "true", b.from("") + " (present)");
+    set("activation-checkpointing", "true", top.from("activation_checkpointing") + " (present)");
     if (const json* e = b.get("cpu_checkpointing"))
       if (b.boolean("cpu_checkpointing", *e)) set("offload-activations", "cpu", b.from("cpu_checkpointing"));
     b.unsupported("partition_activations", no, "Strata keeps each rank's checkpoints whole");

@@ -35,7 +35,7 @@ static const char* kUsage =
     "usage: strata <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train        train a GPT-2 model (bare 'strata train' trains the embedded default)\n"
+    "  train        train a GPT-2 or Llama model (bare 'strata train' trains the embedded default)\n"
     "  export       consolidate a checkpoint into Hugging Face safetensors\n"
     "  plan         will it fit: per-rank bytes per tier for every stage and offload, and a recommendation\n"
     "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
