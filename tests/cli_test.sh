@@ -204,6 +204,9 @@ case $case_name in
     grep -q "^recommended: --zero-stage" "$tmp/out" || fail "no recommendation: $(tail -3 "$tmp/out")"
     "$bin" plan --model "$src/configs/gpt2-small.json" --device-mem 1MiB >"$tmp/out"; [[ $? -eq 1 ]] || fail "1 MiB fits?"
     grep -q "nothing fits" "$tmp/out" || fail "$(tail -2 "$tmp/out")"
+    printf '{"bench":"nvme","rows":[{"read_bps":3e9,"write_bps":1e9}]}\n' >"$tmp/bench.jsonl"
+    "$bin" plan --model "$src/configs/gpt2-small.json" --bench "$tmp/bench.jsonl" >"$tmp/out" || fail "plan --bench failed"
+    grep -q "measured: NVMe 1 GB/s (strata bench nvme" "$tmp/out" || fail "bench not used: $(head -4 "$tmp/out")"
     expect_error 2 "one of --model" -- plan
     echo "ok: $(grep recommended "$tmp/out")" ;;
   *) fail "unknown case $case_name" ;;

@@ -225,6 +225,32 @@ TEST(Planner, RecommendsTheFastestPlanThatFits) {
   EXPECT_EQ(recommend(make_plan(in)), -1);
 }
 
+TEST(Planner, ReadsThroughputsFromBenchOutput) {
+  const std::string path = (std::filesystem::temp_directory_path() / "strata_plan_bench.jsonl").string();
+  std::ofstream(path)
+      << "bench nvme: a table line\n"
+      << R"({"bench":"nvme","rows":[{"read_bps":3e9,"write_bps":1e9},{"read_bps":2e9,"write_bps":1.5e9}]})"
+      << "\n"
+      << R"({"bench":"comm","ranks":2,"all_reduce_peak_busbw_gbps":1.6})"
+      << "\n"
+      << R"({"bench":"model","f32":{"gflops":50},"bf16":{"gflops":80}})"
+      << "\n"
+      << R"({"bench":"adam","gbytes_per_s":12.5})"
+      << "\n";
+  PlanInput in;
+  const std::vector<std::string> used = apply_bench_results(path, in);
+  EXPECT_EQ(used.size(), 4u);
+  EXPECT_DOUBLE_EQ(in.nvme_bw, 1.5e9);  // the best row's slower direction
+  EXPECT_DOUBLE_EQ(in.net_bw, 1.6e9);
+  EXPECT_DOUBLE_EQ(in.device_flops, 80e9);  // mixed precision: the bf16 row
+  EXPECT_DOUBLE_EQ(in.host_bw, 12.5e9);
+  std::ofstream(path) << R"({"bench":"nvme","rows":[{"read_bps":"fast"}]})"
+                      << "\n";
+  const std::string msg = test::error_of([&] { apply_bench_results(path, in); });
+  EXPECT_NE(msg.find("line 1"), std::string::npos) << msg;
+  std::filesystem::remove(path);
+}
+
 // DeepSpeed's WarmupDecayLR (linear to the floor) and WarmupLR (constant after warmup).
 TEST(LrSchedule, LinearAndConstantDecay) {
   LrSchedule lin{1.0, 10, 110, 0.0, LrSchedule::Decay::linear};

@@ -26,10 +26,15 @@ int plan_main(int argc, char** argv) {
                                                                  str("0"))(
       "device-tflops", "device throughput, TFLOP/s", str("0.1"))("net-gbps", "network GB/s per rank", str("1"))(
       "link-gbps", "host<->device GB/s", str("10"))("host-gbps", "host memory GB/s for CPU Adam", str("10"))(
-      "nvme-gbps", "NVMe GB/s", str("1"))("h,help", "show this help");
+      "nvme-gbps", "NVMe GB/s", str("1"))(
+      "bench",
+      "a file of `strata bench` JSON lines (model, comm, nvme, adam): measured throughputs replace the "
+      "defaults; flags given still win",
+      str(""))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "plan", r)) return *done;
   PlanInput in;
+  std::vector<std::string> measured;
   try {
     const std::string model = r["model"].as<std::string>(), params = r["params"].as<std::string>();
     if (model.empty() == params.empty()) return usage_error("plan", "give one of --model FILE or --params COUNT");
@@ -62,6 +67,19 @@ int plan_main(int argc, char** argv) {
     auto rate = [&](const char* k) { return parse_double(r[k].as<std::string>(), std::string("--") + k); };
     in.device_flops = rate("device-tflops") * 1e12, in.net_bw = rate("net-gbps") * 1e9;
     in.link_bw = rate("link-gbps") * 1e9, in.host_bw = rate("host-gbps") * 1e9, in.nvme_bw = rate("nvme-gbps") * 1e9;
+    if (const std::string bench = r["bench"].as<std::string>(); !bench.empty()) {
+      const PlanInput flags = in;
+      measured = apply_bench_results(bench, in);
+      // A throughput typed on the command line wins over the measured one.
+      for (auto [flag, field] : {std::pair{"device-tflops", &PlanInput::device_flops},
+                                 {"net-gbps", &PlanInput::net_bw},
+                                 {"host-gbps", &PlanInput::host_bw},
+                                 {"nvme-gbps", &PlanInput::nvme_bw}})
+        if (r.count(flag)) {
+          in.*field = flags.*field;
+          measured.push_back(std::string("--") + flag + " from the command line replaces any measured value");
+        }
+    }
   } catch (const Error& e) {
     return usage_error("plan", e.what_failed() + " (" + e.hint() + ")");
   }
@@ -70,6 +88,8 @@ int plan_main(int argc, char** argv) {
   std::printf("strata plan: %.4g parameters, %d rank(s), %s%s\n\n", in.psi, in.ranks,
               in.mixed ? "mixed precision (K = 12)" : "f32",
               in.model ? "" : " (model states only: give --model for activations and step time)");
+  for (const std::string& m : measured) std::printf("measured: %s\n", m.c_str());
+  if (!measured.empty()) std::printf("\n");
   std::printf("model states per rank:");
   for (int stage = 0; stage <= 3; ++stage) {
     const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);

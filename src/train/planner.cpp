@@ -1,6 +1,10 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 
 namespace strata {
 
@@ -43,6 +47,46 @@ double activation_bytes(const ModelSpec& m, int B, int T, bool mixed, bool check
 }
 
 }  // namespace
+
+std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in) {
+  std::ifstream f(path);
+  STRATA_CHECK(f.good(), "cannot open bench results '" + path + "'",
+               "save a bench's output, e.g. strata bench nvme > bench.jsonl");
+  std::vector<std::string> used;
+  std::string line;
+  auto note = [&](const char* what, double v, const char* unit, double scale, const std::string& bench) {
+    char b[160];
+    std::snprintf(b, sizeof b, "%s %.3g %s (strata bench %s, %s)", what, v / scale, unit, bench.c_str(), path.c_str());
+    used.push_back(b);
+  };
+  for (int64_t no = 1; std::getline(f, line); ++no) {
+    if (line.empty() || line[0] != '{') continue;  // the benches' tables around their JSON lines
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("bench") || !j["bench"].is_string()) continue;
+    const std::string b = j["bench"].get<std::string>();
+    try {
+      if (b == "model") {
+        const char* row = in.mixed && j.contains("bf16") ? "bf16" : "f32";
+        if (j.contains(row))
+          in.device_flops = j[row].at("gflops").get<double>() * 1e9,
+          note("device", in.device_flops, "TFLOP/s", 1e12, b);
+      } else if (b == "comm" && j.contains("all_reduce_peak_busbw_gbps")) {
+        in.net_bw = j["all_reduce_peak_busbw_gbps"].get<double>() * 1e9, note("network", in.net_bw, "GB/s", 1e9, b);
+      } else if (b == "nvme" && j.contains("rows")) {
+        double best = 0;
+        for (const auto& r : j["rows"])
+          best = std::max(best, std::min(r.at("read_bps").get<double>(), r.at("write_bps").get<double>()));
+        if (best > 0) in.nvme_bw = best, note("NVMe", best, "GB/s", 1e9, b);
+      } else if (b == "adam" && j.contains("gbytes_per_s")) {
+        in.host_bw = j["gbytes_per_s"].get<double>() * 1e9, note("CPU Adam", in.host_bw, "GB/s", 1e9, b);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw_error("bench results '" + path + "', line " + std::to_string(no) + ": " + e.what(),
+                  "give the unedited output of strata bench");
+    }
+  }
+  return used;
+}
 
 std::vector<PlanRow> make_plan(const PlanInput& in) {
   std::vector<PlanRow> rows;

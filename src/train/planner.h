@@ -47,6 +47,12 @@ struct ModelStates {
 };
 ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed);
 
+// Throughputs measured by `strata bench` (its final JSON lines, e.g. `strata bench nvme >
+// bench.jsonl`): model → device FLOP/s (bf16 row in mixed precision, else f32), comm →
+// all-reduce bus bandwidth, nvme → the best row's min(read, write), adam → CPU Adam bytes/s.
+// Sets what the file measured into `in` and returns a line per value naming its source.
+std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in);
+
 std::vector<PlanRow> make_plan(const PlanInput& in);
 // The fastest row that fits (ties: the least offloaded, then fewer device bytes); -1 if
 // none fits.
