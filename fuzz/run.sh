@@ -12,7 +12,7 @@ fi
 cmake -S fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
 cmake --build build-fuzz -j "$(nproc)" >/dev/null || exit 1
 status=0
-for target in safetensors_header manifest model_config; do
+for target in safetensors_header manifest model_config ds_config; do
   corpus=build-fuzz/corpus/$target crashes=build-fuzz/crashes/$target
   mkdir -p "$corpus" "$crashes"
   cp -n fuzz/seeds/$target/* "$corpus/" 2>/dev/null

@@ -111,10 +111,14 @@ std::vector<ConfigSetting> translate_ds_config(const std::string& path, int worl
   STRATA_CHECK(f.good(), "cannot open config '" + path + "'", "check --config");
   std::stringstream ss;
   ss << f.rdbuf();
+  return translate_ds_config_text(ss.str(), path, world);
+}
+
+std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& path, int world) {
   json j;
   try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     throw_error("config '" + path + "' is not valid JSON: " + std::string(e.what()), "fix the file's syntax");
   }
   std::vector<ConfigSetting> out;

@@ -20,6 +20,8 @@ struct ConfigSetting {
 // `world`: data-parallel ranks (train_batch_size = micro-batch × accumulation × world).
 // Throws strata::Error naming the file and key.
 std::vector<ConfigSetting> translate_ds_config(const std::string& path, int world);
+// The same on the file's text (`origin` names it in messages; the fuzzed entry point).
+std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& origin, int world);
 
 // Levenshtein distance, for "did you mean" hints.
 size_t edit_distance(const std::string& a, const std::string& b);

@@ -24,7 +24,7 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for huge numbers
     throw_error("model config '" + origin + "' is not valid JSON: " + e.what(), "fix the file's syntax");
   }
   STRATA_CHECK(j.is_object(), "model config '" + origin + "' is not a JSON object", "see configs/default.json");

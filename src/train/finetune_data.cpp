@@ -31,7 +31,7 @@ FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokeniz
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for huge numbers
       throw_error(at + ": invalid JSON (" + std::string(e.what()) + ")", "each line must be one JSON object");
     }
     STRATA_CHECK(j.is_object(), at + ": not a JSON object", "each line must be one JSON object");
