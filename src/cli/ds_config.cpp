@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -122,7 +121,6 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     throw_error("config '" + path + "' is not valid JSON: " + std::string(e.what()), "fix the file's syntax");
   }
   std::vector<ConfigSetting> out;
-  std::map<std::string, std::string> set_by;  // option -> from, to catch two keys giving one option
   auto set = [&](const std::string& option, const std::string& value, const std::string& from) {
     for (ConfigSetting& s : out)
       if (s.option == option) {
@@ -133,6 +131,17 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
         return;
       }
     out.push_back({option, value, from});
+  };
+  // key of block b → --option, read as `kind`, when present.
+  enum class Kind { integer, number, text };
+  auto map_key = [&](Block& b, const std::string& key, const std::string& option, Kind kind) {
+    const json* e = b.get(key);
+    if (!e) return;
+    set(option,
+        kind == Kind::integer  ? std::to_string(b.integer(key, *e))
+        : kind == Kind::number ? num(b.number(key, *e))
+                               : b.string(key, *e),
+        b.from(key));
   };
   auto yes = [](const json& v) { return v.is_boolean() && v.get<bool>(); };
   auto no = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
@@ -179,10 +188,8 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     set("grad-accum", std::to_string(*ga),
         tb ? path + ": train_batch_size/gradient_accumulation_steps" : top.from("gradient_accumulation_steps"));
 
-  if (const json* v = top.get("gradient_clipping"))
-    set("grad-clip", num(top.number("gradient_clipping", *v)), top.from("gradient_clipping"));
-  if (const json* v = top.get("steps_per_print"))
-    set("log-every", std::to_string(top.integer("steps_per_print", *v)), top.from("steps_per_print"));
+  map_key(top, "gradient_clipping", "grad-clip", Kind::number);
+  map_key(top, "steps_per_print", "log-every", Kind::integer);
   top.unsupported("wall_clock_breakdown", no, "Strata logs its step timeline to metrics.jsonl always");
   top.unsupported(
       "zero_allow_untested_optimizer", [](const json&) { return true; }, "");
@@ -215,15 +222,11 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   if (const json* v = top.get("fp16")) {
     Block b(*v, "fp16", path);
     if (const json* e = b.get("enabled")) fp16 = b.boolean("enabled", *e);
-    if (const json* e = b.get("loss_scale")) set("loss-scale", num(b.number("loss_scale", *e)), b.from("loss_scale"));
-    if (const json* e = b.get("initial_scale_power"))
-      set("initial-scale-power", std::to_string(b.integer("initial_scale_power", *e)), b.from("initial_scale_power"));
-    if (const json* e = b.get("loss_scale_window"))
-      set("loss-scale-window", std::to_string(b.integer("loss_scale_window", *e)), b.from("loss_scale_window"));
-    if (const json* e = b.get("hysteresis"))
-      set("hysteresis", std::to_string(b.integer("hysteresis", *e)), b.from("hysteresis"));
-    if (const json* e = b.get("min_loss_scale"))
-      set("min-loss-scale", num(b.number("min_loss_scale", *e)), b.from("min_loss_scale"));
+    map_key(b, "loss_scale", "loss-scale", Kind::number);
+    map_key(b, "initial_scale_power", "initial-scale-power", Kind::integer);
+    map_key(b, "loss_scale_window", "loss-scale-window", Kind::integer);
+    map_key(b, "hysteresis", "hysteresis", Kind::integer);
+    map_key(b, "min_loss_scale", "min-loss-scale", Kind::number);
     b.unsupported("consecutive_hysteresis", no, "Strata's hysteresis counts overflows in a row (DeepSpeed's default)");
     b.unsupported("auto_cast", no, "Strata casts inputs itself");
     b.finish();
@@ -243,16 +246,15 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                  "Strata's optimizer is AdamW (type Adam or AdamW)");
     if (const json* p = b.get("params")) {
       Block q(*p, "optimizer.params", path);
-      if (const json* e = q.get("lr")) set("lr", num(q.number("lr", *e)), q.from("lr"));
+      map_key(q, "lr", "lr", Kind::number);
       if (const json* e = q.get("betas")) {
         STRATA_CHECK(e->is_array() && e->size() == 2 && (*e)[0].is_number() && (*e)[1].is_number(),
                      q.where("betas") + " = " + e->dump() + " is not [beta1, beta2]", "e.g. [0.9, 0.999]");
         set("beta1", num((*e)[0].get<double>()), q.from("betas"));
         set("beta2", num((*e)[1].get<double>()), q.from("betas"));
       }
-      if (const json* e = q.get("eps")) set("eps", num(q.number("eps", *e)), q.from("eps"));
-      if (const json* e = q.get("weight_decay"))
-        set("weight-decay", num(q.number("weight_decay", *e)), q.from("weight_decay"));
+      map_key(q, "eps", "eps", Kind::number);
+      map_key(q, "weight_decay", "weight-decay", Kind::number);
       // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false (L2 regularisation).
       q.unsupported("adam_w_mode", yes, "Strata's Adam decouples weight decay (AdamW)");
       q.unsupported("torch_adam", no, "Strata uses its own fused CPU Adam");
@@ -275,8 +277,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     set("lr-decay", type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine", b.from("type"));
     if (const json* p = b.get("params")) {
       Block q(*p, "scheduler.params", path);
-      if (const json* e = q.get("warmup_num_steps"))
-        set("warmup", std::to_string(q.integer("warmup_num_steps", *e)), q.from("warmup_num_steps"));
+      map_key(q, "warmup_num_steps", "warmup", Kind::integer);
       // DeepSpeed's default warmup is logarithmic; Strata's is linear, so say it.
       const json* wt = q.get("warmup_type");
       STRATA_CHECK(wt && wt->is_string() && wt->get<std::string>() == "linear",
@@ -284,23 +285,19 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                        " is not implemented",
                    "Strata warms up linearly: set \"warmup_type\": \"linear\"");
       if (type == "WarmupCosineLR") {
-        if (const json* e = q.get("cos_min_ratio"))
-          set("min-lr-ratio", num(q.number("cos_min_ratio", *e)), q.from("cos_min_ratio"));
+        map_key(q, "cos_min_ratio", "min-lr-ratio", Kind::number);
         q.unsupported(
             "warmup_min_ratio", [](const json& e) { return e.is_number() && e.get<double>() == 0; },
             "Strata warms up from 0");
-        if (const json* e = q.get("total_num_steps"))
-          set("steps", std::to_string(q.integer("total_num_steps", *e)), q.from("total_num_steps"));
+        map_key(q, "total_num_steps", "steps", Kind::integer);
       } else {
-        if (const json* e = q.get("warmup_max_lr"))
-          set("lr", num(q.number("warmup_max_lr", *e)), q.from("warmup_max_lr"));
+        map_key(q, "warmup_max_lr", "lr", Kind::number);
         q.unsupported(
             "warmup_min_lr", [](const json& e) { return e.is_number() && e.get<double>() == 0; },
             "Strata warms up from 0");
         if (type == "WarmupDecayLR") {
           set("min-lr-ratio", "0", q.from("total_num_steps") + " (WarmupDecayLR decays to 0)");
-          if (const json* e = q.get("total_num_steps"))
-            set("steps", std::to_string(q.integer("total_num_steps", *e)), q.from("total_num_steps"));
+          map_key(q, "total_num_steps", "steps", Kind::integer);
         }
       }
       q.unsupported(
@@ -314,10 +311,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   // ZeRO.
   if (const json* v = top.get("zero_optimization")) {
     Block b(*v, "zero_optimization", path);
-    auto count = [&](const char* key, const char* option) {
-      if (const json* e = b.get(key)) set(option, std::to_string(b.integer(key, *e)), b.from(key));
-    };
-    count("stage", "zero-stage");
+    map_key(b, "stage", "zero-stage", Kind::integer);
     if (const json* e = b.get("overlap_comm"))
       set("overlap-comm", b.boolean("overlap_comm", *e) ? "true" : "false", b.from("overlap_comm"));
     b.unsupported("contiguous_gradients", yes, "Strata's gradients are always contiguous per bucket");
@@ -334,12 +328,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
         "hierarchical partitioning arrives with multi-node (S9)");
     b.unsupported("zero_quantized_weights", no, "Strata gathers weights unquantised");
     b.unsupported("zero_quantized_gradients", no, "Strata reduces gradients unquantised");
-    count("reduce_bucket_size", "reduce-bucket-size");
-    count("allgather_bucket_size", "allgather-bucket-size");
-    count("stage3_prefetch_bucket_size", "prefetch-bucket-size");
-    count("stage3_param_persistence_threshold", "param-persistence-threshold");
-    count("stage3_max_live_parameters", "max-live-params");
-    count("sub_group_size", "sub-group-size");
+    map_key(b, "reduce_bucket_size", "reduce-bucket-size", Kind::integer);
+    map_key(b, "allgather_bucket_size", "allgather-bucket-size", Kind::integer);
+    map_key(b, "stage3_prefetch_bucket_size", "prefetch-bucket-size", Kind::integer);
+    map_key(b, "stage3_param_persistence_threshold", "param-persistence-threshold", Kind::integer);
+    map_key(b, "stage3_max_live_parameters", "max-live-params", Kind::integer);
+    map_key(b, "sub_group_size", "sub-group-size", Kind::integer);
     b.unsupported(
         "stage3_max_reuse_distance", [](const json&) { return true; }, "");
     b.unsupported("cpu_offload", no, "use offload_optimizer {\"device\": \"cpu\"}");
@@ -355,13 +349,11 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                      "use none, cpu or nvme");
         set(option, d, q.from("device"));
       }
-      if (const json* e = q.get("nvme_path")) set("nvme-path", q.string("nvme_path", *e), q.from("nvme_path"));
+      map_key(q, "nvme_path", "nvme-path", Kind::text);
       q.unsupported("pin_memory", yes, "Strata's staging buffers are always page-locked");
-      if (const json* e = q.get("buffer_count"))
-        set("pin-buffer-count", std::to_string(q.integer("buffer_count", *e)), q.from("buffer_count"));
-      if (const json* e = q.get("buffer_size"))
-        set("pin-buffer-size", std::to_string(q.integer("buffer_size", *e)), q.from("buffer_size"));
-      if (const json* e = q.get("ratio")) set("offload-ratio", num(q.number("ratio", *e)), q.from("ratio"));
+      map_key(q, "buffer_count", "pin-buffer-count", Kind::integer);
+      map_key(q, "buffer_size", "pin-buffer-size", Kind::integer);
+      map_key(q, "ratio", "offload-ratio", Kind::number);
       q.unsupported("fast_init", no, "Strata initialises offloaded states in place");
       q.unsupported(
           "max_in_cpu", [](const json&) { return true; }, "");
@@ -376,10 +368,8 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
 
   if (const json* v = top.get("aio")) {
     Block b(*v, "aio", path);
-    if (const json* e = b.get("block_size"))
-      set("aio-block-size", std::to_string(b.integer("block_size", *e)), b.from("block_size"));
-    if (const json* e = b.get("queue_depth"))
-      set("aio-queue-depth", std::to_string(b.integer("queue_depth", *e)), b.from("queue_depth"));
+    map_key(b, "block_size", "aio-block-size", Kind::integer);
+    map_key(b, "queue_depth", "aio-queue-depth", Kind::integer);
     // One io_uring per swapping thread: Strata's parallelism is its host threads.
     for (const char* k : {"intra_op_parallelism", "thread_count"})
       if (const json* e = b.get(k)) set("host-threads", std::to_string(b.integer(k, *e)), b.from(k));

@@ -141,30 +141,32 @@ TensorView Llama::compute_flat() const {
   return dtype_ == DType::f32 ? TensorView{} : compute_.view(dtype_, {num_params_});
 }
 
-// A parameter's view through its unit's base; rows > 0 widens it to that many rows of the
-// same width (the fused wq|wk|wv and w_gate|w_up, adjacent in the layout).
-TensorView Llama::pv(LlamaParam p, int layer, int64_t rows) const {
+// Where tensor p of `layer` sits: its spec index, its element offset inside its unit and its
+// shape, rows > 0 widening it to that many rows of the same width (the fused wq|wk|wv and
+// w_gate|w_up, adjacent in the layout).
+Llama::Slot Llama::slot(LlamaParam p, int layer, int64_t rows) const {
   const int i = entry(p, layer);
   const ParamSpec& s = specs_[size_t(i)];
-  STRATA_CHECK(param_base_[size_t(s.unit)],
-               "parameters of unit " + std::to_string(s.unit) + " used before they were acquired",
+  Slot out{s.unit, offsets_[size_t(i)] - unit_begin(s.unit), s.shape};
+  if (rows > 0) out.shape.dims[0] = rows;
+  return out;
+}
+
+TensorView Llama::pv(LlamaParam p, int layer, int64_t rows) const {
+  const Slot t = slot(p, layer, rows);
+  STRATA_CHECK(param_base_[size_t(t.unit)],
+               "parameters of unit " + std::to_string(t.unit) + " used before they were acquired",
                "this is a bug in the engine's hooks");
-  Shape shape = s.shape;
-  if (rows > 0) shape.dims[0] = rows;
-  return {static_cast<char*>(param_base_[size_t(s.unit)]) +
-              size_t(offsets_[size_t(i)] - unit_begin(s.unit)) * dtype_size(dtype_),
-          dtype_, shape, Tier::device};
+  return {static_cast<char*>(param_base_[size_t(t.unit)]) + size_t(t.offset) * dtype_size(dtype_), dtype_, t.shape,
+          Tier::device};
 }
 
 TensorView Llama::gv(LlamaParam p, int layer, int64_t rows) const {
-  const int i = entry(p, layer);
-  const ParamSpec& s = specs_[size_t(i)];
-  STRATA_CHECK(grad_base_[size_t(s.unit)],
-               "gradients of unit " + std::to_string(s.unit) + " written before they were opened",
+  const Slot t = slot(p, layer, rows);
+  STRATA_CHECK(grad_base_[size_t(t.unit)],
+               "gradients of unit " + std::to_string(t.unit) + " written before they were opened",
                "this is a bug in the engine's hooks");
-  Shape shape = s.shape;
-  if (rows > 0) shape.dims[0] = rows;
-  return {grad_base_[size_t(s.unit)] + (offsets_[size_t(i)] - unit_begin(s.unit)), DType::f32, shape, Tier::device};
+  return {grad_base_[size_t(t.unit)] + t.offset, DType::f32, t.shape, Tier::device};
 }
 
 void Llama::init_unit(int u, uint64_t seed, float* dst) const {

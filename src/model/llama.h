@@ -61,6 +61,12 @@ class Llama final : public Model {
   struct LayerActs {
     TensorView norm1, rstd1, qkv, packed, atty, lse, attproj, residual2, norm2, rstd2, gate_up, act, down, out;
   };
+  struct Slot {
+    int unit;
+    int64_t offset;  // elements from the unit's base
+    Shape shape;
+  };
+  Slot slot(LlamaParam p, int layer, int64_t rows) const;
   TensorView pv(LlamaParam p, int layer = 0, int64_t rows = 0) const;  // rows > 0: a fused view
   TensorView gv(LlamaParam p, int layer = 0, int64_t rows = 0) const;
   LayerActs& acts(int l) { return layers_[storage_.checkpoint ? 0 : size_t(l)]; }
