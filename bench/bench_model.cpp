@@ -17,15 +17,11 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "model/gpt2.h"
+#include "model/model_spec.h"
 #include "train/trainer.h"
 #include "zero/adamw.h"
 
 namespace strata::bench {
-
-double gpt2_flops_per_token(int L, int C, int V, int T) {
-  const double matmul_params = 12.0 * L * double(C) * C + double(V) * C;
-  return 6.0 * matmul_params + 12.0 * L * double(T) * C;
-}
 
 namespace {
 
@@ -97,7 +93,9 @@ int run_model_bench(const ModelBenchOptions& o) {
 #ifdef _OPENMP
   if (threads <= 0) threads = omp_get_max_threads();
 #endif
-  const double fpt = gpt2_flops_per_token(cfg.n_layer, cfg.n_embd, cfg.vocab_size, o.seq_len);
+  ModelSpec spec;
+  spec.gpt2 = cfg;
+  const double fpt = spec.training_flops_per_token(o.seq_len, false);
   const bool want_peer = o.peer == "torch" || (o.peer == "auto" && torch_available(o.python));
   STRATA_CHECK(o.peer != "torch" || torch_available(o.python), "--peer torch: '" + o.python + "' cannot import torch",
                "apt-get install python3-torch libopenblas0-openmp");

@@ -22,7 +22,4 @@ struct ModelBenchOptions {
 // Prints a table and ends with one JSON line on stdout. Returns the exit code.
 int run_model_bench(const ModelBenchOptions& o);
 
-// Training FLOPs per token: 6·(matmul weights) + 12·L·T·C for attention (no causal discount).
-double gpt2_flops_per_token(int n_layer, int n_embd, int vocab, int seq_len);
-
 }  // namespace strata::bench

@@ -199,7 +199,7 @@ case $case_name in
   plan)
     "$bin" plan --params 7.5e9 --ranks 64 >"$tmp/out" 2>"$tmp/err" || fail "plan failed: $(cat "$tmp/err")"
     grep -q "stage 0 120.0 GB, stage 1 31.4 GB, stage 2 16.6 GB, stage 3 1.9 GB" "$tmp/out" || fail "paper figures: $(cat "$tmp/out")"
-    "$bin" plan --model "$src/configs/gpt2-small.json" --ranks 2 --device-mem 1GiB >"$tmp/out" 2>"$tmp/err" ||
+    "$bin" plan --model "$src/configs/gpt2-small.json" --ranks 2 --threads 2 --device-mem 2.3GB >"$tmp/out" 2>"$tmp/err" ||
       fail "plan --model failed: $(cat "$tmp/err")"
     grep -q "^recommended: --zero-stage" "$tmp/out" || fail "no recommendation: $(tail -3 "$tmp/out")"
     "$bin" plan --model "$src/configs/gpt2-small.json" --device-mem 1MiB >"$tmp/out"; [[ $? -eq 1 ]] || fail "1 MiB fits?"
@@ -209,5 +209,31 @@ case $case_name in
     grep -q "measured: NVMe 1 GB/s (strata bench nvme" "$tmp/out" || fail "bench not used: $(head -4 "$tmp/out")"
     expect_error 2 "one of --model" -- plan
     echo "ok: $(grep recommended "$tmp/out")" ;;
+  bench_suite)
+    # Real runs (1 and 2 ranks, offload, one the plan skips) and a scaling search, end to end.
+    "$bin" bench suite --quick --suite "$src/tests/fixtures/bench/suite-tiny.json" --out "$tmp/res" >"$tmp/out" 2>&1 ||
+      fail "bench suite failed: $(tail -5 "$tmp/out")"
+    tail -1 "$tmp/out" | grep -q '"ok":16,"skipped":1,"out_of_memory":0,"failed":0' || fail "$(tail -3 "$tmp/out")"
+    dir=$(ls -d "$tmp"/res/*/)
+    for png in suite.png scaling.png; do
+      [[ "$(head -c 4 "$dir/$png" | od -An -c | tr -d ' ')" == "211PNG" ]] || fail "$png is not a PNG"
+    done
+    grep -q "^| tiny | scaled/gpt-1.5b | " "$dir/results.md" || fail "no table: $(head -20 "$dir/results.md")"
+    grep -q "skipped: plan per rank: device" "$dir/results.md" || fail "the 170B run was not skipped by the plan"
+    # The plan never promises a model the run cannot train, and misses by at most one layer.
+    /usr/bin/python3 - "$dir/results.json" <<'PY' || fail "scaling: measured against plan"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["scaling"]["cells"]:
+    assert c["measured_layers"] >= c["planned_layers"] >= c["measured_layers"] - 1, c
+for run in r["runs"]:
+    if run["status"] == "ok":
+        s = run["result"]
+        assert s["tokens_per_s"] > 0 and s["tflops_per_device"] > 0 and s["peak_bytes"]["device"] > 0, run
+        assert run["plan"]["device"] >= s["peak_bytes"]["device"], run
+        assert (s["comm_bytes_per_step"] > 0) == (run["ranks"] > 1), run
+PY
+    echo "ok: $(tail -1 "$tmp/out")"
+    expect_error 2 "unexpected argument" -- bench suite stray ;;
   *) fail "unknown case $case_name" ;;
 esac

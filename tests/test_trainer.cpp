@@ -207,11 +207,12 @@ TEST(Planner, RecommendsTheFastestPlanThatFits) {
   in.model = ModelSpec::load(test::source_path("configs/gpt2-small.json"));
   in.psi = double(in.model->num_params());
   in.ranks = 2;
+  in.threads = 2;
   const std::vector<PlanRow> free = make_plan(in);
   const PlanRow& unlimited = free[size_t(recommend(free))];
   EXPECT_EQ(unlimited.offload, "none");   // with room everywhere nothing is offloaded
   EXPECT_FALSE(unlimited.checkpointing);  // nor recomputed
-  in.device_bytes = 0.8e9;                // below every no-offload plan
+  in.device_bytes = 2.3e9;                // below every no-offload plan (default 5e8-element buckets)
   const std::vector<PlanRow> tight = make_plan(in);
   const int best = recommend(tight);
   ASSERT_GE(best, 0);

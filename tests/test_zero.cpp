@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -31,6 +32,7 @@
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
 #include "model/model_factory.h"
+#include "model/model_spec.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/planner.h"
@@ -338,6 +340,56 @@ TEST(ZeroAccounting, AllocatedBytesMatchTheFormulas) {
       EXPECT_EQ(double(r.grad_bytes), stage >= 2 ? (mixed ? 2 : 4) * part : (mixed ? 2 : 4) * psi) << "gradients";
     }
   }
+}
+
+// strata plan's per-tier totals against what runs allocate: on the device, everything but
+// the op scratch is exact, so the measured peak lies between the plan without its scratch
+// bound and the plan; the host and NVMe totals are exact (stages × offloads ×
+// checkpointing, 16-bit and f32).
+TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
+  const int N = world->size();
+  const std::string nvme_dir = (std::filesystem::temp_directory_path() /
+                                ("strata_plan_nvme_" + std::to_string(getpid()) + "_r" + std::to_string(world->rank())))
+                                   .string();
+  std::filesystem::create_directories(nvme_dir);
+  for (const char* model : {"configs/gpt2-tiny-bytes.json", "configs/bench/scaled/gpt-1.5b.json"})
+    for (DType dt : {DType::bf16, DType::f32})
+      for (int stage = 0; stage <= 3; ++stage)
+        for (const std::string off : {"none", "cpu", "nvme", "cpu+param"})
+          for (bool ckpt : {false, true}) {
+            if ((stage == 0 && off != "none") || (off == "cpu+param" && stage != 3)) continue;
+            if (dt == DType::f32 && (ckpt || off == "nvme")) continue;  // enough f32 rows
+            Case c{.stage = stage, .model = model, .precision = dt, .rs_bucket = 4096, .ag_bucket = 8192};
+            TrainOptions o = options_for(c, true);
+            o.steps = 2, o.keep_final_params = false, o.activation_checkpointing = ckpt;
+            o.threads = 1, o.device_threads = 1, o.host_threads = 1;
+            o.offload_optimizer = off == "none" ? "none" : off.substr(0, off.find('+'));
+            o.offload_param = off == "cpu+param" ? "cpu" : "none";
+            if (off == "nvme") o.nvme_path = nvme_dir;
+            const TrainResult r = train(o);
+            const ModelSpec spec = ModelSpec::load(o.model);
+            PlanInput in;
+            in.sub_group_size = c.sub_group, in.persistence_threshold = c.persistence, in.prefetch_depth = c.prefetch;
+            in.model = spec, in.psi = double(spec.num_params()), in.ranks = N;
+            in.padded_psi = padded_param_count(spec, N, c.sub_group);
+            in.mixed = dt != DType::f32, in.micro_batch = o.micro_batch, in.seq_len = o.seq_len, in.threads = 1;
+            in.reduce_bucket = c.rs_bucket, in.allgather_bucket = c.ag_bucket;
+            in.pin_buffers = o.pin_buffer_count, in.pin_buffer_bytes = int64_t(o.pin_buffer_size);
+            const auto rows = make_plan(in);
+            const auto row = std::find_if(rows.begin(), rows.end(), [&](const PlanRow& p) {
+              return p.stage == stage && p.offload == off && p.checkpointing == ckpt;
+            });
+            ASSERT_NE(row, rows.end());
+            const std::string what = std::string(model) + ", " + std::string(dtype_name(dt)) + ", stage " +
+                                     std::to_string(stage) + ", offload " + off + (ckpt ? ", ckpt" : "") + ", " +
+                                     std::to_string(N) + " ranks";
+            const double measured = double(r.device_high_water);
+            EXPECT_GE(row->device, measured) << what << ": the plan understates the device";
+            EXPECT_LE(row->device - row->scratch, measured) << what << ": the plan overstates the device";
+            EXPECT_EQ(row->host, double(r.host_high_water)) << what;
+            EXPECT_EQ(row->nvme, double(r.nvme_bytes)) << what;
+          }
+  std::filesystem::remove_all(nvme_dir);
 }
 
 TEST(ZeroEquivalence, UnknownStageIsRefused) {

@@ -1,8 +1,17 @@
 #include "backend/memory_budget.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace strata {
+
+// STRATA_TRACE_MEMORY=1: every charge on stderr (where a budget goes, for the planner and users).
+static const bool kTrace = [] {
+  const char* v = std::getenv("STRATA_TRACE_MEMORY");
+  return v && *v && *v != '0';
+}();
 
 MemoryBudget::MemoryBudget(std::string tier_name, size_t capacity_bytes, std::string option)
     : name_(std::move(tier_name)),
@@ -19,6 +28,7 @@ void MemoryBudget::charge(size_t bytes, const std::string& what) {
   }
   used_ += bytes;
   high_water_ = std::max(high_water_, used_);
+  if (kTrace) std::fprintf(stderr, "memory %s +%zu %s (used %zu)\n", name_.c_str(), bytes, what.c_str(), used_);
   ++count_;
 }
 

@@ -9,6 +9,7 @@
 #include "bench/bench_model.h"
 #include "bench/bench_nvme.h"
 #include "bench/bench_offload.h"
+#include "bench/bench_suite.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
@@ -198,6 +199,41 @@ static int bench_nvme_main(int argc, char** argv) {
   return bench::run_nvme_bench(b);
 }
 
+static int bench_suite_main(int argc, char** argv) {
+  const bench::SuiteOptions d;
+  cxxopts::Options o("strata bench suite",
+                     "The ZeRO paper's GPT configurations and their scaled-down CPU versions under chosen stages, "
+                     "offloads and rank counts, and the largest trainable model per stage and rank count; results "
+                     "in OUT/<timestamp>/ as JSON, Markdown and PNG.");
+  auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
+  o.add_options()("quick", "the suite's quick section (within 10 minutes on 2 cores)")(
+      "suite", "the suite file (sweeps and the scaling search)", str(d.suite))("out", "results directory", str(d.out))(
+      "mpirun", "the MPI launcher for multi-rank runs", str(d.mpirun))(
+      "nvme-path", "directory for NVMe offload runs (default: inside the results)", str(""))(
+      "host-mem", "host RAM per rank for the plan and the runs (default: MemAvailable / ranks)", str(""))(
+      "peak-tflops", "the device's peak TFLOP/s for MFU (0 = unknown)", str("0"))(
+      "run-timeout", "seconds one run may take", str("900"))("h,help", "show this help");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "bench suite", r)) return *done;
+  bench::SuiteOptions b;
+  try {
+    b.quick = r.count("quick") > 0;
+    b.suite = r["suite"].as<std::string>();
+    b.out = r["out"].as<std::string>();
+    b.mpirun = r["mpirun"].as<std::string>();
+    b.nvme_path = r["nvme-path"].as<std::string>();
+    b.host_mem = r["host-mem"].as<std::string>();
+    if (!b.host_mem.empty()) parse_bytes(b.host_mem, "--host-mem");
+    b.peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
+    b.run_timeout = parse_double(r["run-timeout"].as<std::string>(), "--run-timeout");
+  } catch (const Error& e) {
+    return usage_error("bench suite", e.what_failed());
+  }
+  if (!(b.peak_tflops >= 0) || !(b.run_timeout > 0))
+    return usage_error("bench suite", "--peak-tflops must not be negative and --run-timeout must be positive");
+  return bench::run_suite(b);
+}
+
 int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::puts(
@@ -205,7 +241,8 @@ int bench_main(int argc, char** argv) {
         "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
         "  comm    bus bandwidth of each collective (under mpirun)\n"
         "  offload an offloaded step against the same step on the device: busy times and overlap\n"
-        "  nvme    NVMe store bandwidth against fio on the same file\n");
+        "  nvme    NVMe store bandwidth against fio on the same file\n"
+        "  suite   the ZeRO paper's GPT configurations (scaled for the CPU): throughput, memory, scaling\n");
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
@@ -213,6 +250,7 @@ int bench_main(int argc, char** argv) {
   if (!std::strcmp(argv[1], "comm")) return bench_comm_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "offload")) return bench_offload_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "nvme")) return bench_nvme_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "suite")) return bench_suite_main(argc - 1, argv + 1);
   return usage_error("bench", std::string("unknown benchmark '") + argv[1] + "'");
 }
 

@@ -2,13 +2,14 @@
 // for every ZeRO stage × offload choice, with an estimated step time and a recommendation.
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <thread>
 
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
-#include "model/model_factory.h"
+#include "model/model_spec.h"
 #include "train/planner.h"
-#include "zero/partition.h"
+#include "train/trainer.h"
 
 namespace strata::cli {
 
@@ -17,7 +18,9 @@ int plan_main(int argc, char** argv) {
                      "Per-rank memory per tier and estimated step time for every ZeRO stage and "
                      "offload choice; recommends the fastest plan that fits.");
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
-  o.add_options()("model", "model config (JSON or Hugging Face directory): model states, activations, step time",
+  o.add_options()("model",
+                  "model config (JSON or Hugging Face directory) or a named size from configs/bench (gpt-1.5b, "
+                  "gpt-8b, gpt-20b, ... gpt-170b; scaled/gpt-*): model states, activations, step time",
                   str(""))("params", "parameter count alone (e.g. 7.5e9): model-state rows only", str(""))(
       "ranks", "data-parallel ranks", str("1"))("precision", "bf16 | f16 | f32", str("bf16"))(
       "micro-batch", "sequences per micro-batch", str("8"))("seq-len", "tokens per sequence", str("128"))(
@@ -26,7 +29,11 @@ int plan_main(int argc, char** argv) {
                                                                  str("0"))(
       "device-tflops", "device throughput, TFLOP/s", str("0.1"))("net-gbps", "network GB/s per rank", str("1"))(
       "link-gbps", "host<->device GB/s", str("10"))("host-gbps", "host memory GB/s for CPU Adam", str("10"))(
-      "nvme-gbps", "NVMe GB/s", str("1"))(
+      "nvme-gbps", "NVMe GB/s", str("1"))("threads", "the device's threads (their op scratch; 0 = all CPUs)", str("0"))(
+      "reduce-bucket-size", "elements per gradient bucket (as strata train)", str("500000000"))(
+      "allgather-bucket-size", "elements per parameter all-gather bucket (as strata train)", str("500000000"))(
+      "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole (as strata train)",
+      str("100000"))("prefetch-depth", "stage 3: units gathered ahead of use (as strata train)", str("2"))(
       "bench",
       "a file of `strata bench` JSON lines (model, comm, nvme, adam): measured throughputs replace the "
       "defaults; flags given still win",
@@ -45,22 +52,24 @@ int plan_main(int argc, char** argv) {
       return usage_error("plan", "--precision: '" + prec + "' is not f32, bf16 or f16");
     in.mixed = prec != "f32";
     in.micro_batch = int(parse_int(r["micro-batch"].as<std::string>(), "--micro-batch"));
+    in.threads = int(parse_int(r["threads"].as<std::string>(), "--threads"));
+    in.reduce_bucket = parse_count(r["reduce-bucket-size"].as<std::string>(), "--reduce-bucket-size");
+    in.allgather_bucket = parse_count(r["allgather-bucket-size"].as<std::string>(), "--allgather-bucket-size");
+    if (in.reduce_bucket < 1 || in.allgather_bucket < 1) return usage_error("plan", "bucket sizes must be positive");
+    in.persistence_threshold =
+        parse_count(r["param-persistence-threshold"].as<std::string>(), "--param-persistence-threshold");
+    in.prefetch_depth = int(parse_int(r["prefetch-depth"].as<std::string>(), "--prefetch-depth"));
+    if (in.prefetch_depth < 0) return usage_error("plan", "--prefetch-depth must not be negative");
+    if (in.threads <= 0) in.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     in.seq_len = int(parse_int(r["seq-len"].as<std::string>(), "--seq-len"));
     if (!params.empty()) {
       in.psi = parse_double(params, "--params");
       if (!(in.psi >= 1)) return usage_error("plan", "--params must be at least 1");
     } else {
-      const ModelSpec spec = ModelSpec::load(model);
+      const ModelSpec spec = ModelSpec::load(resolve_model(model));
       in.model = spec;
       in.psi = double(spec.num_params());
-      // Ψ' as the engine pads it (default sub-group size and alignment).
-      std::vector<zero::ParamSpan> table;
-      int64_t off = 0;
-      for (const ParamSpec& s : unit_layout(spec)) {
-        table.push_back({s.name, s.unit, off, s.shape.numel(), false});
-        off += s.shape.numel();
-      }
-      in.padded_psi = double(zero::PartitionLayout(table, in.ranks, 1000000000).padded_elements());
+      in.padded_psi = padded_param_count(spec, in.ranks);  // Ψ' as the engine pads it
     }
     auto bytes = [&](const char* k) { return double(parse_bytes(r[k].as<std::string>(), std::string("--") + k)); };
     in.device_bytes = bytes("device-mem"), in.host_bytes = bytes("host-mem"), in.nvme_bytes = bytes("nvme-size");

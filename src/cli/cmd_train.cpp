@@ -12,6 +12,9 @@
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "core/text_file.h"
+#include "model/model_spec.h"
+#include "train/run_summary.h"
 #include "train/trainer.h"
 
 namespace strata::cli {
@@ -26,7 +29,8 @@ static int launched_world_size() {
 
 int train_main(int argc, char** argv) {
   const TrainOptions d;
-  cxxopts::Options o("strata train", "Train a GPT-2 or Llama model. With no options: the embedded default model and data.");
+  cxxopts::Options o("strata train",
+                     "Train a GPT-2 or Llama model. With no options: the embedded default model and data.");
   // Values are taken as strings and parsed strictly below, so "--steps 1x" is an error.
   auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
@@ -111,6 +115,10 @@ int train_main(int argc, char** argv) {
       "save-every", "steps between checkpoints in OUT/checkpoints (0 = none; the last step is saved too)",
       s(d.save_every))("keep-checkpoints", "complete checkpoints kept, newest first (0 = all)", s(d.keep_checkpoints))(
       "resume", "continue from the newest complete checkpoint in --out (any world size or stage; fresh if none)")(
+      "summary",
+      "write the run's summary to this JSON file: tokens/s, TFLOP/s per device, MFU, peak bytes per tier, "
+      "collective bytes, overlap (first step untimed; strata bench suite reads it)",
+      str(""))("peak-tflops", "the device's peak TFLOP/s for the summary's MFU (0 = unknown: no MFU)", str("0"))(
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "train", r)) return *done;
@@ -260,7 +268,20 @@ int train_main(int argc, char** argv) {
     comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true});
     t.comm = comm.get();
   }
-  train(t);
+  const std::string summary = r["summary"].as<std::string>();
+  double peak_tflops = 0;
+  try {
+    peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
+  } catch (const Error& e) {
+    return usage_error("train", e.what_failed());
+  }
+  if (!(peak_tflops >= 0)) return usage_error("train", "--peak-tflops must not be negative");
+  const TrainResult result = train(t);
+  if (!summary.empty()) {
+    const nlohmann::ordered_json j =
+        summarize_run(t, result, ModelSpec::load(resolve_model(t.model)), peak_tflops * 1e12);
+    if (!t.comm || t.comm->rank() == 0) write_text_file(summary, j.dump(2) + "\n");
+  }
   return 0;
 }
 

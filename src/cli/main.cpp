@@ -41,6 +41,7 @@ static const char* kUsage =
     "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
     "  bench adam   the fused CPU Adam against the memory bound and DeepSpeed\n"
     "  bench comm   bus bandwidth of each collective (run under mpirun -np N)\n"
+    "  bench suite  the ZeRO paper's GPT configurations: throughput, memory, largest trainable model\n"
     "\n"
     "'strata <command> --help' lists a command's options.\n";
 

@@ -1,5 +1,6 @@
 #include "model/gpt2.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -8,6 +9,59 @@
 #include "model/arena_layout.h"
 
 namespace strata {
+
+namespace {
+
+// Where each activation lives in the arena (one allocation, sized before the model exists
+// for strata plan).
+struct GPT2Activations {
+  ArenaLayout lay;
+  size_t enc;
+  std::vector<std::array<size_t, 15>> layers;
+  std::vector<size_t> ckpt;
+  size_t lnf, lnf_mean, lnf_rstd, logits, losses, dres, dbtc, db3, db4;
+};
+
+GPT2Activations gpt2_activations(const GPT2Config& cfg, int64_t B, int64_t T, DType a, bool checkpoint, bool offload) {
+  const int64_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
+  const DType f = DType::f32;
+  GPT2Activations r;
+  ArenaLayout& lay = r.lay;
+  r.enc = lay.add(a, {B, T, C});
+  // Checkpointing keeps one layer's activations (reused by every layer) and the layer outputs.
+  r.layers.resize(checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
+  for (auto& x : r.layers) {
+    x[0] = lay.add(a, {B, T, C});       // ln1
+    x[1] = lay.add(f, {B, T});          // ln1_mean
+    x[2] = lay.add(f, {B, T});          // ln1_rstd
+    x[3] = lay.add(a, {B, T, 3 * C});   // qkv
+    x[4] = lay.add(a, {B, T, C});       // atty
+    x[5] = lay.add(f, {B, NH, T});      // lse
+    x[6] = lay.add(a, {B, T, C});       // attproj
+    x[7] = lay.add(a, {B, T, C});       // residual2
+    x[8] = lay.add(a, {B, T, C});       // ln2
+    x[9] = lay.add(f, {B, T});          // ln2_mean
+    x[10] = lay.add(f, {B, T});         // ln2_rstd
+    x[11] = lay.add(a, {B, T, 4 * C});  // fch
+    x[12] = lay.add(a, {B, T, 4 * C});  // fch_gelu
+    x[13] = lay.add(a, {B, T, C});      // fcproj
+    x[14] = lay.add(a, {B, T, C});      // residual3
+  }
+  if (checkpoint && !offload)
+    for (int64_t l = 0; l < L; ++l) r.ckpt.push_back(lay.add(a, {B, T, C}));
+  r.lnf = lay.add(a, {B, T, C}), r.lnf_mean = lay.add(f, {B, T}), r.lnf_rstd = lay.add(f, {B, T});
+  r.logits = lay.add(f, {B, T, Vp}), r.losses = lay.add(f, {B, T});
+  r.dres = lay.add(a, {B, T, C}), r.dbtc = lay.add(a, {B, T, C}), r.db3 = lay.add(a, {B, T, 3 * C}),
+  r.db4 = lay.add(a, {B, T, 4 * C});
+  return r;
+}
+
+}  // namespace
+
+size_t GPT2::activation_bytes(const GPT2Config& cfg, int micro_batch, int seq_len, DType compute_dtype, bool checkpoint,
+                              bool offload) {
+  return gpt2_activations(cfg, micro_batch, seq_len, compute_dtype, checkpoint, offload).lay.bytes();
+}
 
 GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage,
            UnitHooks* hooks)
@@ -51,55 +105,24 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
     for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
   }
 
-  const int64_t L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head, Vp = cfg_.padded_vocab_size;
+  const GPT2Activations al = gpt2_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
+  const ArenaLayout& lay = al.lay;
   const int64_t B = B_, T = T_;
-  ArenaLayout lay;
-  const DType a = dtype_, f = DType::f32;
-  size_t i_enc = lay.add(a, {B, T, C});
-  struct Idx {
-    size_t v[15];
-  };
-  // Checkpointing keeps one layer's activations (reused by every layer) and the layer outputs.
-  std::vector<Idx> li(storage_.checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
-  for (auto& x : li) {
-    x.v[0] = lay.add(a, {B, T, C});       // ln1
-    x.v[1] = lay.add(f, {B, T});          // ln1_mean
-    x.v[2] = lay.add(f, {B, T});          // ln1_rstd
-    x.v[3] = lay.add(a, {B, T, 3 * C});   // qkv
-    x.v[4] = lay.add(a, {B, T, C});       // atty
-    x.v[5] = lay.add(f, {B, NH, T});      // lse
-    x.v[6] = lay.add(a, {B, T, C});       // attproj
-    x.v[7] = lay.add(a, {B, T, C});       // residual2
-    x.v[8] = lay.add(a, {B, T, C});       // ln2
-    x.v[9] = lay.add(f, {B, T});          // ln2_mean
-    x.v[10] = lay.add(f, {B, T});         // ln2_rstd
-    x.v[11] = lay.add(a, {B, T, 4 * C});  // fch
-    x.v[12] = lay.add(a, {B, T, 4 * C});  // fch_gelu
-    x.v[13] = lay.add(a, {B, T, C});      // fcproj
-    x.v[14] = lay.add(a, {B, T, C});      // residual3
-  }
-  std::vector<size_t> i_ckpt;
-  if (storage_.checkpoint && !storage_.offload)
-    for (int64_t l = 0; l < L; ++l) i_ckpt.push_back(lay.add(a, {B, T, C}));
-  size_t i_lnf = lay.add(a, {B, T, C}), i_lnfm = lay.add(f, {B, T}), i_lnfr = lay.add(f, {B, T});
-  size_t i_logits = lay.add(f, {B, T, Vp}), i_losses = lay.add(f, {B, T});
-  size_t i_dres = lay.add(a, {B, T, C}), i_dbtc = lay.add(a, {B, T, C}), i_db3 = lay.add(a, {B, T, 3 * C}),
-         i_db4 = lay.add(a, {B, T, 4 * C});
   act_ = be_.allocate(lay.bytes(), "activations");
-  encoded_ = lay.view(act_, i_enc);
-  for (auto& x : li) {
+  encoded_ = lay.view(act_, al.enc);
+  for (const auto& x : al.layers) {
     LayerActs la;
     TensorView* dst[15] = {&la.ln1,      &la.ln1_mean, &la.ln1_rstd,  &la.qkv,    &la.atty,
                            &la.lse,      &la.attproj,  &la.residual2, &la.ln2,    &la.ln2_mean,
                            &la.ln2_rstd, &la.fch,      &la.fch_gelu,  &la.fcproj, &la.residual3};
-    for (int k = 0; k < 15; ++k) *dst[k] = lay.view(act_, x.v[k]);
+    for (int k = 0; k < 15; ++k) *dst[k] = lay.view(act_, x[size_t(k)]);
     layers_.push_back(la);
   }
-  for (size_t i : i_ckpt) checkpoints_.push_back(lay.view(act_, i));
-  lnf_ = lay.view(act_, i_lnf), lnf_mean_ = lay.view(act_, i_lnfm), lnf_rstd_ = lay.view(act_, i_lnfr);
-  logits_ = lay.view(act_, i_logits), losses_ = lay.view(act_, i_losses);
-  dresidual_ = lay.view(act_, i_dres), dl_btc_ = lay.view(act_, i_dbtc);
-  dl_bt3c_ = lay.view(act_, i_db3), dl_bt4c_ = lay.view(act_, i_db4);
+  for (size_t i : al.ckpt) checkpoints_.push_back(lay.view(act_, i));
+  lnf_ = lay.view(act_, al.lnf), lnf_mean_ = lay.view(act_, al.lnf_mean), lnf_rstd_ = lay.view(act_, al.lnf_rstd);
+  logits_ = lay.view(act_, al.logits), losses_ = lay.view(act_, al.losses);
+  dresidual_ = lay.view(act_, al.dres), dl_btc_ = lay.view(act_, al.dbtc);
+  dl_bt3c_ = lay.view(act_, al.db3), dl_bt4c_ = lay.view(act_, al.db4);
   tokens_.reserve(size_t(B * T));
   zero_grad();
 }

@@ -28,6 +28,9 @@ class GPT2 final : public Model {
  public:
   GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DType compute_dtype, GPT2Storage storage = {},
        UnitHooks* hooks = nullptr);
+  // The activation arena's bytes for this shape (what the constructor allocates).
+  static size_t activation_bytes(const GPT2Config& cfg, int micro_batch, int seq_len, DType compute_dtype,
+                                 bool checkpoint, bool offload);
 
   const GPT2Config& config() const { return cfg_; }
   int micro_batch() const { return B_; }

@@ -43,6 +43,55 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
 
 LlamaParam llama_kind(const ParamSpec& s) { return LlamaParam(int(s.kind)); }
 
+namespace {
+
+// Where each activation lives in the arena (one allocation, sized before the model exists
+// for strata plan). size_t(-1): absent (no GQA).
+struct LlamaActivations {
+  ArenaLayout lay;
+  size_t enc;
+  std::vector<std::vector<size_t>> layers;
+  std::vector<size_t> ckpt;
+  size_t nf, rf, logits, losses, dres, dbtc, df, dp, dgu, dact;
+};
+
+LlamaActivations llama_activations(const LlamaConfig& cfg, int64_t B, int64_t T, DType a, bool checkpoint,
+                                   bool offload) {
+  const int64_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
+  const int64_t d = cfg.head_dim(), I = cfg.intermediate;
+  const int64_t Wf = (NH + 2 * int64_t(cfg.n_kv_head)) * d;
+  const bool gqa = cfg.n_kv_head != cfg.n_head;
+  const DType f = DType::f32;
+  LlamaActivations r;
+  ArenaLayout& lay = r.lay;
+  r.enc = lay.add(a, {B, T, C});
+  r.layers.resize(checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
+  for (auto& x : r.layers) {
+    x = {lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
+         lay.add(a, {B, T, Wf}),    gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1),
+         lay.add(a, {B, T, C}),     lay.add(f, {B, NH, T}),
+         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C}),
+         lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
+         lay.add(a, {B, T, 2 * I}), lay.add(a, {B, T, I}),
+         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C})};
+  }
+  if (checkpoint && !offload)
+    for (int64_t l = 0; l < L; ++l) r.ckpt.push_back(lay.add(a, {B, T, C}));
+  r.nf = lay.add(a, {B, T, C}), r.rf = lay.add(f, {B, T});
+  r.logits = lay.add(f, {B, T, Vp}), r.losses = lay.add(f, {B, T});
+  r.dres = lay.add(a, {B, T, C}), r.dbtc = lay.add(a, {B, T, C}), r.df = lay.add(a, {B, T, Wf}),
+  r.dp = gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1), r.dgu = lay.add(a, {B, T, 2 * I}),
+  r.dact = lay.add(a, {B, T, I});
+  return r;
+}
+
+}  // namespace
+
+size_t Llama::activation_bytes(const LlamaConfig& cfg, int micro_batch, int seq_len, DType compute_dtype,
+                               bool checkpoint, bool offload) {
+  return llama_activations(cfg, micro_batch, seq_len, compute_dtype, checkpoint, offload).lay.bytes();
+}
+
 Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len, DType compute_dtype,
              ModelStorage storage, UnitHooks* hooks)
     : be_(backend),
@@ -83,34 +132,13 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
     for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
   }
 
-  const int64_t L = cfg_.n_layer, C = cfg_.n_embd, NH = cfg_.n_head, Vp = cfg_.padded_vocab_size;
-  const int64_t d = cfg_.head_dim(), I = cfg_.intermediate, B = B_, T = T_;
-  const int64_t Wf = (NH + 2 * int64_t(cfg_.n_kv_head)) * d;
+  const LlamaActivations al = llama_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
+  const ArenaLayout& lay = al.lay;
+  const int64_t B = B_, T = T_;
   const bool gqa = cfg_.n_kv_head != cfg_.n_head;
-  ArenaLayout lay;
-  const DType a = dtype_, f = DType::f32;
-  const size_t i_enc = lay.add(a, {B, T, C});
-  std::vector<std::vector<size_t>> li(storage_.checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
-  for (auto& x : li) {
-    x = {lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
-         lay.add(a, {B, T, Wf}),    gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1),
-         lay.add(a, {B, T, C}),     lay.add(f, {B, NH, T}),
-         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C}),
-         lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
-         lay.add(a, {B, T, 2 * I}), lay.add(a, {B, T, I}),
-         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C})};
-  }
-  std::vector<size_t> i_ckpt;
-  if (storage_.checkpoint && !storage_.offload)
-    for (int64_t l = 0; l < L; ++l) i_ckpt.push_back(lay.add(a, {B, T, C}));
-  const size_t i_nf = lay.add(a, {B, T, C}), i_rf = lay.add(f, {B, T});
-  const size_t i_logits = lay.add(f, {B, T, Vp}), i_losses = lay.add(f, {B, T});
-  const size_t i_dres = lay.add(a, {B, T, C}), i_dbtc = lay.add(a, {B, T, C}), i_df = lay.add(a, {B, T, Wf}),
-               i_dp = gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1), i_dgu = lay.add(a, {B, T, 2 * I}),
-               i_dact = lay.add(a, {B, T, I});
   act_ = be_.allocate(lay.bytes(), "activations");
-  encoded_ = lay.view(act_, i_enc);
-  for (const auto& x : li) {
+  encoded_ = lay.view(act_, al.enc);
+  for (const auto& x : al.layers) {
     LayerActs la;
     TensorView* dst[14] = {&la.norm1,     &la.rstd1, &la.qkv,   &la.packed,  &la.atty, &la.lse,  &la.attproj,
                            &la.residual2, &la.norm2, &la.rstd2, &la.gate_up, &la.act,  &la.down, &la.out};
@@ -119,12 +147,12 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
     if (!gqa) la.packed = la.qkv;  // q|k|v already is the fused op's layout
     layers_.push_back(la);
   }
-  for (size_t i : i_ckpt) checkpoints_.push_back(lay.view(act_, i));
-  normf_ = lay.view(act_, i_nf), rstdf_ = lay.view(act_, i_rf);
-  logits_ = lay.view(act_, i_logits), losses_ = lay.view(act_, i_losses);
-  dresidual_ = lay.view(act_, i_dres), dbtc_ = lay.view(act_, i_dbtc), dfused_ = lay.view(act_, i_df);
-  dpacked_ = gqa ? lay.view(act_, i_dp) : dfused_;
-  dgu_ = lay.view(act_, i_dgu), dact_ = lay.view(act_, i_dact);
+  for (size_t i : al.ckpt) checkpoints_.push_back(lay.view(act_, i));
+  normf_ = lay.view(act_, al.nf), rstdf_ = lay.view(act_, al.rf);
+  logits_ = lay.view(act_, al.logits), losses_ = lay.view(act_, al.losses);
+  dresidual_ = lay.view(act_, al.dres), dbtc_ = lay.view(act_, al.dbtc), dfused_ = lay.view(act_, al.df);
+  dpacked_ = gqa ? lay.view(act_, al.dp) : dfused_;
+  dgu_ = lay.view(act_, al.dgu), dact_ = lay.view(act_, al.dact);
   tokens_.reserve(size_t(B * T));
   zero_grad();
 }

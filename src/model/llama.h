@@ -28,6 +28,9 @@ class Llama final : public Model {
  public:
   Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len, DType compute_dtype,
         ModelStorage storage = {}, UnitHooks* hooks = nullptr);
+  // The activation arena's bytes for this shape (what the constructor allocates).
+  static size_t activation_bytes(const LlamaConfig& cfg, int micro_batch, int seq_len, DType compute_dtype,
+                                 bool checkpoint, bool offload);
 
   const LlamaConfig& config() const { return cfg_; }
   std::string arch() const override { return "llama"; }

@@ -13,7 +13,8 @@ ModelSpec ModelSpec::load(const std::string& path) {
   const std::string file = std::filesystem::is_directory(path) ? path + "/config.json" : path;
   std::ifstream f(file);
   STRATA_CHECK(f.good(), "cannot open model config '" + file + "'",
-               "pass --model with a JSON file such as configs/default.json, or a Hugging Face model directory");
+               "pass --model with a JSON file such as configs/default.json, a Hugging Face model directory, or a named "
+               "size from configs/bench such as gpt-1.5b");
   std::stringstream ss;
   ss << f.rdbuf();
   return from_json_text(ss.str(), file);
@@ -27,6 +28,20 @@ ModelSpec ModelSpec::from_json_text(const std::string& text, const std::string& 
   else
     s.gpt2 = GPT2Config::from_json_text(text, origin);
   return s;
+}
+
+double ModelSpec::matmul_params() const {
+  const double C = n_embd(), L = n_layer(), V = vocab_size();
+  if (arch == "llama") {
+    const double kv = double(llama.n_kv_head) * llama.head_dim(), I = llama.intermediate;
+    return L * (2 * C * C + 2 * C * kv + 3 * C * I) + V * C;  // q, o; k, v; gate, up, down; head
+  }
+  return L * 12 * C * C + V * C;  // qkv 3C², proj C², fc 4C², proj 4C²; the tied head
+}
+
+double ModelSpec::training_flops_per_token(int seq_len, bool recompute) const {
+  const double forward = 2 * matmul_params() + 4.0 * n_layer() * double(seq_len) * n_embd();
+  return (recompute ? 4 : 3) * forward;
 }
 
 std::string ModelSpec::shape_json() const {

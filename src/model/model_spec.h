@@ -25,6 +25,13 @@ struct ModelSpec {
   int n_layer() const { return arch == "llama" ? llama.n_layer : gpt2.n_layer; }
   int n_embd() const { return arch == "llama" ? llama.n_embd : gpt2.n_embd; }
   int64_t num_params() const { return arch == "llama" ? llama.num_params() : gpt2.num_params(); }
+  // Weights a token meets in a matmul: every layer's projections and the output head (the
+  // embedding lookups are not matmuls; GPT-2's tied head counts once, as the head).
+  double matmul_params() const;
+  // Training FLOPs per token (forward + backward = 3 forwards; recomputation adds one more
+  // forward): (3 + recompute)·(2·matmul_params + 4·L·T·C), where 4·L·T·C is the attention's
+  // QKᵀ and AV over the full T×T (no causal discount), as in PaLM's and llm.c's MFU.
+  double training_flops_per_token(int seq_len, bool recompute) const;
   // Strata's own JSON for this shape (checkpoint manifests; from_json_text reads it back).
   std::string shape_json() const;
   // Hugging Face's config.json for it.

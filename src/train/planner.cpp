@@ -5,6 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model/model_factory.h"
+#include "zero/footprint.h"
+#include "zero/partition.h"
+#include "zero/zero_engine.h"
 
 namespace strata {
 
@@ -28,22 +32,19 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
 
 namespace {
 
-// Bytes of activations per rank for one micro-batch, as the model's arena holds them.
-// Per layer and token: GPT-2 keeps ~17·C values (ln1, qkv 3C, attention out, proj, residual,
-// ln2, fc 4C, gelu 4C, proj, residual) plus f32 statistics; Llama ~ (6 + 2·kv/heads)·C + 3·I.
-// With checkpointing: one layer's output per layer plus one full layer for the recompute.
-double activation_bytes(const ModelSpec& m, int B, int T, bool mixed, bool checkpointing) {
-  const double a = mixed ? 2 : 4, BT = double(B) * T, C = m.n_embd(), L = m.n_layer();
-  double per_layer;
-  if (m.arch == "llama") {
-    const double kv = double(m.llama.n_kv_head) / m.llama.n_head, I = m.llama.intermediate;
-    per_layer = BT * ((6 + 2 * kv) * C + 3 * I) * a + BT * 3 * 4;
-  } else {
-    per_layer = BT * 17 * C * a + BT * 5 * 4;
-  }
-  const double logits = BT * m.padded_vocab_size() * 4, embed = BT * C * a, scratch = 4 * BT * 4 * C * a;
-  const double layers = checkpointing ? L * BT * C * a + per_layer : L * per_layer;
-  return layers + logits + embed + scratch;
+// Upper bound of the CPU backend's grow-only op scratch (cpu/workspace.h): f32 GEMM panels
+// (A: M × 256, B: 256 × 4096 at most), the f32 accumulator of a 16-bit matmul, the
+// per-thread attention blocks and the norms' per-thread partial sums.
+double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
+  const double BT = double(B) * T, C = m.n_embd();
+  const double widest = m.arch == "llama" ? 2.0 * m.llama.intermediate : 4 * C;  // fc / gate|up
+  const double hd = m.arch == "llama" ? m.llama.head_dim() : C / m.gpt2.n_head;
+  const double rows = std::max({BT, widest, double(m.padded_vocab_size())});
+  const double gemm_a = rows * std::min(256.0, std::max(C, BT));
+  const double gemm_b = 256.0 * std::min(4096.0, std::max(widest, double(m.padded_vocab_size())));
+  const double gemm_c = BT * std::max(widest, 3 * C);
+  const double attention = threads * (2.0 * T * T + 8.0 * T * hd);
+  return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C);
 }
 
 }  // namespace
@@ -88,12 +89,31 @@ std::vector<std::string> apply_bench_results(const std::string& path, PlanInput&
   return used;
 }
 
+double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size) {
+  std::vector<zero::ParamSpan> table;
+  int64_t off = 0;
+  for (const ParamSpec& s : unit_layout(spec)) {
+    table.push_back({s.name, s.unit, off, s.shape.numel(), false});
+    off += s.shape.numel();
+  }
+  return double(zero::PartitionLayout(table, ranks, sub_group_size).padded_elements());
+}
+
+PlanInput plan_input_for(const ModelSpec& spec, int ranks) {
+  PlanInput in;
+  in.model = spec;
+  in.psi = double(spec.num_params());
+  in.padded_psi = padded_param_count(spec, ranks, in.sub_group_size);
+  in.ranks = ranks;
+  return in;
+}
+
 std::vector<PlanRow> make_plan(const PlanInput& in) {
   std::vector<PlanRow> rows;
   const int N = in.ranks;
   const double psi = in.psi, part = (in.padded_psi > 0 ? in.padded_psi : psi) / N;
   const double tokens = double(in.micro_batch) * in.seq_len;
-  const double buffers = double(in.pin_buffers) * double(in.pin_buffer_bytes);
+  const double buffers = double(in.pin_buffers) * double((in.pin_buffer_bytes + 4095) / 4096 * 4096);  // staging
   for (int stage = 0; stage <= 3; ++stage)
     for (const char* off : {"none", "cpu", "nvme", "cpu+param", "nvme+param"})
       for (bool ckpt : {false, true}) {
@@ -104,29 +124,37 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
         PlanRow r{stage, o, ckpt};
         const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed);
         r.params = ms.params, r.grads = ms.grads, r.optim = ms.optim;
-        // The f32 master shard moves with the optimizer (in f32 stage 3 it is the parameter).
-        const double master = in.mixed || stage < 3 ? 4 * part : 0;
-        double dev = r.params + r.grads + r.optim, host = 0, nvme = 0;
-        if (o != "none") {  // the f32 master, m and v leave the device
-          dev -= r.optim + master;
-          (o.starts_with("cpu") ? host : nvme) += r.optim + master;
-          if (o.starts_with("nvme")) host += 3 * std::min(part, 1e8) * 4;  // the swap ring's slots
-          host += buffers;
-        }
-        if (o.ends_with("+param")) {  // stage-3 compute shards too; two layers live on the device
-          const double p16 = (in.mixed ? 2 : 4) * part;
-          dev -= p16;
-          (o.starts_with("cpu") ? host : nvme) += p16;
-          if (in.model) dev += 2 * (in.mixed ? 2 : 4) * psi / in.model->n_layer();
-        }
-        if (stage >= 2) dev += 2 * double(std::min<int64_t>(in.reduce_bucket, int64_t(psi))) * (in.mixed ? 2 : 4) / N;
+        double dev = 0, host = 0, nvme = 0;
+        const double elem = in.mixed ? 2 : 4;
         if (in.model) {
-          r.activations = activation_bytes(*in.model, in.micro_batch, in.seq_len, in.mixed, ckpt);
-          dev += r.activations;
+          // Exactly what the engine and the model allocate (both check it), plus the op scratch.
+          zero::ZeroOptions zo;
+          zo.stage = stage, zo.reduce_bucket_size = in.reduce_bucket, zo.allgather_bucket_size = in.allgather_bucket;
+          zo.offload_optimizer = o != "none", zo.offload_param = o.ends_with("+param"), zo.nvme = o.starts_with("nvme");
+          zo.sub_group_size = in.sub_group_size, zo.param_persistence_threshold = in.persistence_threshold;
+          zo.prefetch_depth = in.prefetch_depth;
+          std::vector<zero::ParamSpan> table;
+          std::vector<int64_t> units(size_t(in.model->n_layer()) + 2, 0);
+          int64_t off = 0;
+          for (const ParamSpec& s : unit_layout(*in.model)) {
+            table.push_back({s.name, s.unit, off, s.shape.numel(), false});
+            off += s.shape.numel();
+            units[size_t(s.unit)] += s.shape.numel();
+          }
+          const DType dt = in.mixed ? DType::bf16 : DType::f32;
+          const zero::EngineFootprint f =
+              zero::engine_footprint(table, units, N, dt, zo, uint64_t(in.pin_buffer_bytes + 4095) / 4096 * 4096);
+          const ModelStorage storage{stage < 3, false, stage == 0, ckpt, nullptr};
+          const double model_bytes = double(model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, storage));
+          r.activations = double(
+              model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, ModelStorage{false, false, false, ckpt}));
+          r.scratch = scratch_bytes(*in.model, in.micro_batch, in.seq_len, in.threads);
+          dev = double(f.device) + model_bytes + r.scratch;
+          host = double(f.host) + (o != "none" ? buffers : 0);
+          nvme = double(f.nvme);
           // Step time: the engines overlap, so the slowest one bounds it (6Ψ FLOP per token,
           // 8Ψ with recomputation; ring volume 2Ψ or 3Ψ; offload traffic and CPU Adam).
-          const double compute = (ckpt ? 8 : 6) * psi * tokens / in.device_flops;
-          const double elem = in.mixed ? 2 : 4;
+          const double compute = in.model->training_flops_per_token(in.seq_len, ckpt) * tokens / in.device_flops;
           const double comm = N > 1 ? (stage == 3 ? 3 : 2) * psi * elem * (N - 1) / N / in.net_bw : 0;
           double link = 0, adam = 0, disk = 0;
           if (o != "none") {
@@ -136,6 +164,20 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           }
           if (o.ends_with("+param")) link += 2 * part * elem / in.link_bw;
           r.step_s = std::max({compute, comm, link, adam, disk});
+        } else {
+          // Parameters alone: the paper's model states; offload moves the f32 master, m and v
+          // (and, with parameters, the stage-3 compute shards) off the device.
+          const double master = in.mixed || stage < 3 ? 4 * part : 0;
+          dev = r.params + r.grads + r.optim;
+          if (o != "none") {
+            dev -= r.optim + master;
+            (o.starts_with("cpu") ? host : nvme) += r.optim + master;
+            host += buffers;
+          }
+          if (o.ends_with("+param")) {
+            dev -= elem * part;
+            (o.starts_with("cpu") ? host : nvme) += elem * part;
+          }
         }
         r.device = dev, r.host = host, r.nvme = nvme;
         r.fits = (in.device_bytes <= 0 || dev <= in.device_bytes) && (in.host_bytes <= 0 || host <= in.host_bytes) &&

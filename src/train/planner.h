@@ -1,11 +1,16 @@
 // `strata plan`: per-rank bytes in each tier for every ZeRO stage × offload choice, whether
 // it fits, and an estimated step time; the recommendation is the fastest plan that fits.
 //
-// Model states follow the engine's accounting exactly (tested against what it allocates):
-// in mixed precision (bf16/f16) params 2Ψ, grads 2Ψ, optimizer K = 12 (f32 master, m, v),
-// partitioned by stage as the ZeRO paper gives — 16Ψ, 4Ψ+12Ψ'/N, 2Ψ+14Ψ'/N, 16Ψ'/N — with
-// Ψ' the layout's padded count when a model is given (Ψ otherwise). Offloading moves the
-// optimizer's 12Ψ'/N (and, with parameters, the stage-3 shards) to host RAM or NVMe.
+// The model-state columns follow the ZeRO paper's accounting, as the engine allocates its
+// states (tested): in mixed precision (bf16/f16) params 2Ψ, grads 2Ψ, optimizer K = 12 (f32
+// master, m, v), partitioned by stage — 16Ψ, 4Ψ+12Ψ'/N, 2Ψ+14Ψ'/N, 16Ψ'/N — with Ψ' the
+// layout's padded count when a model is given (Ψ otherwise).
+//
+// With a model, the per-tier totals are what a run allocates, not a formula: the engine's
+// buffers from zero::engine_footprint and the model's from model_device_bytes (both checked
+// against the real allocations on every run), plus an upper bound of the op scratch. The
+// staging buffers are added on the host when offloading. With parameters alone, the totals
+// are the model states, the optimizer's 12Ψ'/N (and the stage-3 shards) moved by offload.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,7 +32,11 @@ struct PlanInput {
   // Throughputs for the step-time estimate (per rank): device FLOP/s, bytes/s of the
   // network, host<->device link, host memory (CPU Adam) and NVMe.
   double device_flops = 1e11, net_bw = 1e9, link_bw = 1e10, host_bw = 1e10, nvme_bw = 1e9;
-  int64_t reduce_bucket = 500000000, pin_buffers = 4, pin_buffer_bytes = 16 << 20;
+  int64_t reduce_bucket = 500000000, allgather_bucket = 500000000, pin_buffers = 4, pin_buffer_bytes = 16 << 20;
+  int threads = 2;  // the device's threads (per-thread op scratch)
+  // The engine's other sizing options (train's defaults).
+  int64_t sub_group_size = 1000000000, persistence_threshold = 100000;
+  int prefetch_depth = 2;
 };
 
 struct PlanRow {
@@ -37,6 +46,7 @@ struct PlanRow {
   double params = 0, grads = 0, optim = 0;  // model-state bytes per rank (wherever they live)
   double device = 0, host = 0, nvme = 0;    // per-rank bytes in each tier (incl. activations, buffers)
   double activations = -1;                  // -1: unknown (no model shape)
+  double scratch = 0;                       // the op scratch's upper bound within `device`
   bool fits = true;
   double step_s = 0;  // estimate (0: no model shape)
 };
@@ -52,6 +62,11 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
 // all-reduce bus bandwidth, nvme → the best row's min(read, write), adam → CPU Adam bytes/s.
 // Sets what the file measured into `in` and returns a line per value naming its source.
 std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in);
+
+// Ψ' as the engine pads it for `ranks` (the partition layout's element count).
+double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size = 1000000000);
+// Ψ, Ψ' and the shape for a model on `ranks` ranks; the rest of PlanInput at its defaults.
+PlanInput plan_input_for(const ModelSpec& spec, int ranks);
 
 std::vector<PlanRow> make_plan(const PlanInput& in);
 // The fastest row that fits (ties: the least offloaded, then fewer device bytes); -1 if

@@ -55,6 +55,13 @@ std::string resolve_resource(const std::string& path) {
   return fs::exists(in_source) ? in_source.string() : path;
 }
 
+std::string resolve_model(const std::string& name_or_path) {
+  const std::string path = resolve_resource(name_or_path);
+  if (std::filesystem::exists(path) || name_or_path.find(".json") != std::string::npos) return path;
+  const std::string named = resolve_resource("configs/bench/" + name_or_path + ".json");
+  return std::filesystem::exists(named) ? named : path;
+}
+
 static void validate(const TrainOptions& o) {
   auto need = [](bool ok, const std::string& what, const std::string& hint) { STRATA_CHECK(ok, what, hint); };
   need(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps), "e.g. --steps 200");
@@ -80,7 +87,7 @@ TrainResult train(const TrainOptions& opts) {
   validate(opts);
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
-  const std::string model_path = resolve_resource(opts.model), data_path = resolve_resource(opts.data);
+  const std::string model_path = resolve_model(opts.model), data_path = resolve_resource(opts.data);
   // A Hugging Face model directory brings its weights; a config file starts from the seed.
   const bool hf_dir = is_hf_model_dir(model_path);
   const ModelSpec spec = ModelSpec::load(model_path);
@@ -353,6 +360,7 @@ TrainResult train(const TrainOptions& opts) {
     }
     if (auto* h = engine.host_optimizer(); h && h->nvme_file())
       t.h2n_bytes = h->nvme_file()->bytes_written.load(), t.n2h_bytes = h->nvme_file()->bytes_read.load();
+    t.comm_bytes = opts.comm ? opts.comm->counters().bytes_sent : 0;
     return t;
   };
   try {
@@ -413,6 +421,7 @@ TrainResult train(const TrainOptions& opts) {
       tl.cpu_adam_s -= before.cpu_adam_s, tl.host_sum_s -= before.host_sum_s;
       tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
       tl.h2n_bytes -= before.h2n_bytes, tl.n2h_bytes -= before.n2h_bytes;
+      tl.comm_bytes -= before.comm_bytes;
       result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped, tl});
       const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
       ++steps_since_log;
@@ -486,6 +495,7 @@ TrainResult train(const TrainOptions& opts) {
   result.live_param_high_water = engine.stats().live_param_high_water;
   result.host_bytes = engine.host_bytes();
   result.host_high_water = tiers ? tiers->budget(Tier::host).high_water() : 0;
+  if (auto* h = engine.host_optimizer(); h && h->nvme_file()) result.nvme_bytes = h->nvme_file()->capacity();
   result.speculative_commits = engine.stats().speculative_commits;
   result.speculative_redos = engine.stats().speculative_redos;
   result.speculative_discards = engine.stats().speculative_discards;

@@ -102,6 +102,7 @@ struct TrainOptions {
 struct StepTimeline {
   double wall_s = 0, compute_s = 0, comm_s = 0, d2h_s = 0, h2d_s = 0, cpu_adam_s = 0, host_sum_s = 0;
   uint64_t d2h_bytes = 0, h2d_bytes = 0, h2n_bytes = 0, n2h_bytes = 0;  // host→NVMe writes, NVMe→host reads
+  uint64_t comm_bytes = 0;  // bytes this rank sent in collectives (the ring volumes)
   double overlap() const;
 };
 
@@ -129,12 +130,16 @@ struct TrainResult {
   size_t live_param_high_water = 0;                       // stage 3: bytes of gathered parameters
   size_t host_bytes = 0;                                  // this rank's host-tier bytes for offloaded states
   size_t host_high_water = 0;                             // the host tier's peak
+  size_t nvme_bytes = 0;                                  // this rank's NVMe swap file
   int64_t speculative_commits = 0, speculative_redos = 0, speculative_discards = 0;
 };
 
 // Resolves a default resource path (configs/..., data/...) against the working directory,
 // then the source tree the binary was built from.
 std::string resolve_resource(const std::string& path);
+// A model argument: a path (resolve_resource), or a named size from configs/bench (e.g.
+// gpt-1.5b, scaled/gpt-170b) when no such path exists.
+std::string resolve_model(const std::string& name_or_path);
 
 TrainResult train(const TrainOptions& opts);
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cpu/convert.h"
+#include "zero/footprint.h"
 
 namespace strata::zero {
 
@@ -113,6 +114,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                "this is a bug in the caller");
   grad_dtype_ = buf_.compute_dtype;
   const size_t gsz = dtype_size(grad_dtype_), esz = dtype_size(buf_.compute_dtype);
+  const size_t device_before = be_.budget().used(), host_before = tiers_ ? tiers_->budget(Tier::host).used() : 0;
   // Persistence only matters where parameters are partitioned; elsewhere it would only cut
   // sub-groups smaller.
   for (ParamSpan& p : buf_.params) p.persistent = policy_.parameters && p.count < opts_.param_persistence_threshold;
@@ -282,6 +284,23 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
         if (g.persistent) persist_shard += g.shard;
       if (persist_shard > 0) persist_stage_ = be_.allocate(size_t(persist_shard) * esz, "zero:persistent_staging");
     }
+  }
+
+  // strata plan sizes runs with engine_footprint: what was allocated here must be exactly that.
+  {
+    std::vector<int64_t> unit_sizes;
+    for (int u = 0; u < units; ++u) unit_sizes.push_back(model.unit_count(u));
+    const uint64_t block = host_ && host_->nvme_file() ? host_->nvme_file()->block_size() : 4096;
+    const EngineFootprint f = engine_footprint(buf_.params, unit_sizes, world_, buf_.compute_dtype, opts_,
+                                               tiers_ ? tiers_->staging().buffer_bytes() : 0, block);
+    const uint64_t dev = be_.budget().used() - device_before;
+    const uint64_t host = tiers_ ? tiers_->budget(Tier::host).used() - host_before : 0;
+    const uint64_t nvme = host_ && host_->nvme_file() ? host_->nvme_file()->capacity() : 0;
+    STRATA_CHECK(dev == f.device && host == f.host && nvme == f.nvme,
+                 "ZeroEngine allocated device/host/NVMe " + std::to_string(dev) + "/" + std::to_string(host) + "/" +
+                     std::to_string(nvme) + " bytes but engine_footprint says " + std::to_string(f.device) + "/" +
+                     std::to_string(f.host) + "/" + std::to_string(f.nvme),
+                 "this is a bug: zero/footprint.cpp must mirror ZeroEngine::attach (strata plan relies on it)");
   }
 
   // Initial master shard: from the model's full parameters, or unit by unit.

@@ -1,0 +1,63 @@
+#include "train/run_summary.h"
+
+#include <algorithm>
+#include <span>
+
+#include "comm/communicator.h"
+
+namespace strata {
+
+nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult& r, const ModelSpec& spec,
+                                     double peak_flops) {
+  const int world = opts.comm ? opts.comm->size() : 1;
+  const size_t first = r.steps.size() > 1 ? 1 : 0;
+  double step_s = 0, overlap = 0;
+  uint64_t comm = 0;
+  for (size_t i = first; i < r.steps.size(); ++i)
+    step_s += r.steps[i].timeline.wall_s, overlap += r.steps[i].timeline.overlap(),
+        comm += r.steps[i].timeline.comm_bytes;
+  const double timed = double(r.steps.size() - first);
+  if (timed > 0) step_s /= timed, overlap /= timed;
+  // The slowest rank sets the pace; peaks are per rank, so the largest is what must fit.
+  double peaks[5] = {step_s, double(r.device_high_water), double(r.host_high_water), double(r.nvme_bytes),
+                     timed > 0 ? double(comm) / timed : 0};
+  if (world > 1) opts.comm->all_reduce(std::span<double>(peaks), ReduceOp::max);
+  step_s = peaks[0];
+  const double tokens_per_step = double(opts.micro_batch) * opts.grad_accum * world * opts.seq_len;
+  const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+  const double flops_per_token = spec.training_flops_per_token(opts.seq_len, opts.activation_checkpointing);
+  const double flops_per_device = tokens_per_s * flops_per_token / world;
+  nlohmann::ordered_json j = {
+      {"ok", true},
+      {"model", opts.model},
+      {"arch", spec.arch},
+      {"params", r.num_params},
+      {"n_layer", spec.n_layer()},
+      {"n_embd", spec.n_embd()},
+      {"ranks", world},
+      {"zero_stage", opts.zero_stage},
+      {"offload_optimizer", opts.offload_optimizer},
+      {"offload_param", opts.offload_param},
+      {"activation_checkpointing", opts.activation_checkpointing},
+      {"precision", std::string(dtype_name(opts.precision))},
+      {"micro_batch", opts.micro_batch},
+      {"grad_accum", opts.grad_accum},
+      {"seq_len", opts.seq_len},
+      {"steps", int64_t(r.steps.size())},
+      {"timed_steps", int64_t(timed)},
+      {"step_s", step_s},
+      {"tokens_per_s", tokens_per_s},
+      {"flops_per_token", flops_per_token},
+      {"tflops_per_device", flops_per_device * 1e-12},
+      {"peak_tflops", peak_flops > 0 ? nlohmann::ordered_json(peak_flops * 1e-12) : nlohmann::ordered_json()},
+      {"mfu", peak_flops > 0 ? nlohmann::ordered_json(flops_per_device / peak_flops) : nlohmann::ordered_json()},
+      {"peak_bytes", {{"device", peaks[1]}, {"host", peaks[2]}, {"nvme", peaks[3]}}},
+      {"comm_bytes_per_step", peaks[4]},
+      {"overlap", overlap},
+      {"loss_first", r.steps.empty() ? 0.0 : r.steps.front().loss},
+      {"loss_last", r.steps.empty() ? 0.0 : r.steps.back().loss},
+      {"steady_state_allocations", r.steady_state_allocations}};
+  return j;
+}
+
+}  // namespace strata
