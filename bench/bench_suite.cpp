@@ -108,7 +108,8 @@ class Runner {
       fs::create_directories(nvme_path_);
       in.nvme_bytes = double(fs::space(nvme_path_).available) / r.ranks;
     }
-    const PlanRow& p = plan_row(make_plan(in), r.stage, r.offload, r.checkpointing);
+    const std::vector<PlanRow> rows = make_plan(in);
+    const PlanRow& p = plan_row(rows, r.stage, r.offload, r.checkpointing);
     ojson rec = {{"sweep", r.sweep},
                  {"model", r.model},
                  {"params", spec.num_params()},

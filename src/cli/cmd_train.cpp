@@ -265,7 +265,7 @@ int train_main(int argc, char** argv) {
   // Under mpirun/srun every rank trains its slice of the global batch.
   std::unique_ptr<MpiComm> comm;
   if (MpiComm::launched_by_mpi()) {
-    comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true});
+    comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true, true});
     t.comm = comm.get();
   }
   const std::string summary = r["summary"].as<std::string>();

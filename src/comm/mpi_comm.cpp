@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -104,9 +106,21 @@ MpiComm::MpiComm(MpiCommOptions opts) : opts_(opts) {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   host_ = name;
+  // Every rank's host name, for messages about other ranks and for the topology.
+  constexpr int kName = 64;
+  std::vector<char> all(size_t(size_) * kName, 0);
+  char mine[kName] = {};
+  std::strncpy(mine, name, kName - 1);
+  STRATA_MPI_CHECK(MPI_Allgather(mine, kName, MPI_CHAR, all.data(), kName, MPI_CHAR, comm_), "exchanging host names");
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(&all[size_t(r) * kName]);
+  // Half the collective timeout: a silent neighbour is a stronger sign than a slow collective,
+  // so the watch names the lost rank before a collective times out without knowing which.
+  if (opts_.watch_peers)
+    watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_, hosts_, std::max(2.0, opts_.timeout_s / 2));
 }
 
 MpiComm::~MpiComm() {
+  watch_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 

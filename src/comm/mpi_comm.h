@@ -8,15 +8,21 @@
 #pragma once
 #include <mpi.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
+#include "comm/peer_watch.h"
 
 namespace strata {
 
 struct MpiCommOptions {
   double timeout_s = 300;
   bool validate = true;
+  // A PeerWatch beside MPI: a lost rank ends every survivor at once, naming it (the CLI
+  // turns it on; its heartbeat timeout is timeout_s).
+  bool watch_peers = false;
 };
 
 class MpiComm final : public Communicator {
@@ -27,6 +33,7 @@ class MpiComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string host() const override { return host_; }
+  const std::vector<std::string>& hosts() const { return hosts_; }
   void barrier() override;
   // True when launched under mpirun/srun (so a single-rank run needs no MPI at all).
   static bool launched_by_mpi();
@@ -55,7 +62,9 @@ class MpiComm final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   std::string host_;
+  std::vector<std::string> hosts_;  // every rank's host
   uint64_t seq_ = 0;
+  std::unique_ptr<PeerWatch> watch_;
 };
 
 }  // namespace strata
