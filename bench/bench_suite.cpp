@@ -309,51 +309,23 @@ ojson scaling_cell(Runner& runner, const ScalingSpec& s, int stage, int ranks, c
     return out == Outcome::ok;
   };
   int lo = 0, hi = s.max_layers + 1;  // lo trains (0: none known), hi does not
-  int L = std::clamp(planned, 1, s.max_layers);
   bool failed = false;
-  if (auto f = fits(L); !f) {
-    failed = true;
-  } else if (*f) {
-    lo = L;
-    for (int step = 1; lo < s.max_layers; step *= 2) {
-      const int next = std::min(s.max_layers, lo + step);
-      const auto g = fits(next);
-      if (!g) {
-        failed = true;
-        break;
-      }
-      if (!*g) {
-        hi = next;
-        break;
-      }
-      lo = next;
-    }
-  } else {
-    hi = L;
-    for (int step = 1; hi > 1;) {
-      const int next = std::max(1, hi - step);
-      const auto g = fits(next);
-      if (!g) {
-        failed = true;
-        break;
-      }
-      if (*g) {
-        lo = next;
-        break;
-      }
-      hi = next, step *= 2;
-      if (next == 1) break;
-    }
+  // One run at L layers narrows [lo, hi); false once a run failed for another reason.
+  auto probe = [&](int layers) {
+    const auto f = fits(layers);
+    if (!f) return !(failed = true);
+    (*f ? lo : hi) = layers;
+    return true;
+  };
+  const int max = s.max_layers;
+  // From the plan's answer, gallop (steps 1, 2, 4, ...) towards the boundary, then bisect.
+  if (probe(std::clamp(planned, 1, max))) {
+    const bool up = lo > 0;
+    for (int step = 1; up ? lo < max && hi > max : lo == 0 && hi > 1; step *= 2)
+      if (!probe(up ? std::min(max, lo + step) : std::max(1, hi - step))) break;
   }
-  while (!failed && hi - lo > 1 && lo > 0) {
-    const int mid = (lo + hi) / 2;
-    const auto g = fits(mid);
-    if (!g) {
-      failed = true;
-      break;
-    }
-    (*g ? lo : hi) = mid;
-  }
+  while (!failed && lo > 0 && hi - lo > 1)
+    if (!probe((lo + hi) / 2)) break;
   auto params = [&](int layers) {
     return layers > 0 ? ojson(ModelSpec::load(family_config(s, layers, models_dir)).num_params()) : ojson(0);
   };

@@ -39,6 +39,11 @@ int positive(int v, const char* key, const std::string& where) {
   return v;
 }
 
+// A positive integer key, `fallback` when absent.
+int positive_key(const json& j, const char* key, int fallback, const std::string& where) {
+  return positive(get<int>(j, key, fallback, where), key, where);
+}
+
 int64_t bucket(const json& j, const char* key, int64_t fallback, const std::string& where) {
   const int64_t v = get<int64_t>(j, key, fallback, where);
   STRATA_CHECK(v > 0, where + ": '" + key + "' must be positive", "elements per bucket, e.g. 65536");
@@ -79,9 +84,9 @@ SuiteSpec load_suite(const std::string& path, const std::string& mode) {
     base.precision = get<std::string>(s, "precision", base.precision, where);
     STRATA_CHECK(base.precision == "f32" || base.precision == "bf16" || base.precision == "f16",
                  where + ": precision '" + base.precision + "'", "use f32, bf16 or f16");
-    base.micro_batch = positive(get<int>(s, "micro_batch", base.micro_batch, where), "micro_batch", where);
-    base.seq_len = positive(get<int>(s, "seq_len", base.seq_len, where), "seq_len", where);
-    base.steps = positive(get<int>(s, "steps", base.steps, where), "steps", where);
+    base.micro_batch = positive_key(s, "micro_batch", base.micro_batch, where);
+    base.seq_len = positive_key(s, "seq_len", base.seq_len, where);
+    base.steps = positive_key(s, "steps", base.steps, where);
     base.device_mem = get<std::string>(s, "device_mem", base.device_mem, where);
     base.reduce_bucket_size = bucket(s, "reduce_bucket_size", base.reduce_bucket_size, where);
     base.allgather_bucket_size = bucket(s, "allgather_bucket_size", base.allgather_bucket_size, where);
@@ -120,17 +125,17 @@ SuiteSpec load_suite(const std::string& path, const std::string& mode) {
                where);
     ScalingSpec& c = spec.scaling;
     c.enabled = true;
-    c.n_embd = positive(get<int>(s, "n_embd", c.n_embd, where), "n_embd", where);
-    c.n_head = positive(get<int>(s, "n_head", c.n_head, where), "n_head", where);
-    c.vocab_size = positive(get<int>(s, "vocab_size", c.vocab_size, where), "vocab_size", where);
-    c.n_positions = positive(get<int>(s, "n_positions", c.n_positions, where), "n_positions", where);
+    c.n_embd = positive_key(s, "n_embd", c.n_embd, where);
+    c.n_head = positive_key(s, "n_head", c.n_head, where);
+    c.vocab_size = positive_key(s, "vocab_size", c.vocab_size, where);
+    c.n_positions = positive_key(s, "n_positions", c.n_positions, where);
     c.device_mem = get<std::string>(s, "device_mem", c.device_mem, where);
     c.stages = get<std::vector<int>>(s, "stages", c.stages, where);
     c.ranks = get<std::vector<int>>(s, "ranks", c.ranks, where);
-    c.max_layers = positive(get<int>(s, "max_layers", c.max_layers, where), "max_layers", where);
-    c.micro_batch = positive(get<int>(s, "micro_batch", c.micro_batch, where), "micro_batch", where);
-    c.seq_len = positive(get<int>(s, "seq_len", c.seq_len, where), "seq_len", where);
-    c.steps = positive(get<int>(s, "steps", c.steps, where), "steps", where);
+    c.max_layers = positive_key(s, "max_layers", c.max_layers, where);
+    c.micro_batch = positive_key(s, "micro_batch", c.micro_batch, where);
+    c.seq_len = positive_key(s, "seq_len", c.seq_len, where);
+    c.steps = positive_key(s, "steps", c.steps, where);
     c.precision = get<std::string>(s, "precision", c.precision, where);
     c.reduce_bucket_size = bucket(s, "reduce_bucket_size", c.reduce_bucket_size, where);
     c.allgather_bucket_size = bucket(s, "allgather_bucket_size", c.allgather_bucket_size, where);
