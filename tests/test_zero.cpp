@@ -38,6 +38,7 @@
 #include "train/planner.h"
 #include "train/trainer.h"
 #include "zero/bucket_plan.h"
+#include "zero/comm_volume.h"
 #include "zero/partition.h"
 #include "zero/zero_engine.h"
 
@@ -313,6 +314,45 @@ TEST(ZeroPrefetch, ReplaysTheRecordedOrder) {
     for (int k = 0; k < std::min(depth + 1, units - 1); ++k) cap += bytes(k < cfg.n_layer ? 3280 : 32);
     EXPECT_LE(r.live_param_high_water, cap) << "depth " << depth;
   }
+}
+
+// hpZ (ZeRO++'s secondary partition) on 2 nodes of 2 ranks, simulated on this host: the
+// same losses and parameters bit for bit (the gathered bytes are the same), Ψ'_p/K more
+// device bytes, and per step exactly the cross-node bytes zero::stage3_traffic says, which
+// fall by (2A-1)/2A of the gathers (A micro-batches). tests/multinode runs it across hosts.
+TEST(ZeroHpz, SecondaryPartitionCutsCrossNodeGathers) {
+  const int N = world->size();
+  if (N != 4) GTEST_SKIP() << "needs 4 ranks: 2 nodes of 2";
+  const Topology real = world->topology();
+  world->set_topology(Topology::blocks(N, 2));
+  for (DType prec : {DType::f32, DType::bf16})
+    for (int accum : {1, 2}) {
+      Case c{.stage = 3, .accum = accum, .precision = prec};
+      const std::string name = c.name();
+      TrainOptions o = options_for(c, true);
+      o.steps = 6;
+      const TrainResult a = train(o);
+      o.hpz_partition_size = 2;
+      const TrainResult b = train(o);
+      ASSERT_EQ(a.steps.size(), b.steps.size());
+      for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << name << ", step " << i;
+      EXPECT_EQ(a.final_params, b.final_params) << name;
+      const zero::PartitionLayout lay(unit_table(c), N, c.sub_group);
+      const size_t esz = dtype_size(prec);
+      const zero::Stage3Traffic flat = zero::stage3_traffic(lay, esz, 2, 1, accum),
+                                hier = zero::stage3_traffic(lay, esz, 2, 2, accum);
+      EXPECT_NEAR(double(b.device_high_water) - double(a.device_high_water), hier.secondary_bytes, 64) << name;
+      EXPECT_NEAR(hier.gather_inter, flat.gather_inter / (2 * accum), 1) << name;
+      // Steps 3-6: no start-up or logging collectives inside them (step 1 logs after its sample).
+      for (size_t i = 2; i < a.steps.size(); ++i) {
+        const double fa = double(a.steps[i].timeline.inter_node_bytes),
+                     fb = double(b.steps[i].timeline.inter_node_bytes);
+        EXPECT_NEAR(fa, flat.inter(), 64) << name << ", step " << i + 1 << ": cross-node bytes without hpZ";
+        EXPECT_NEAR(fb, hier.inter(), 64) << name << ", step " << i + 1 << ": cross-node bytes with hpZ";
+        EXPECT_EQ(fa - fb, flat.inter() - hier.inter()) << name << ", step " << i + 1;
+      }
+    }
+  world->set_topology(real);
 }
 
 // Model-state bytes each rank allocates, measured, against the formulas (Ψ' padded).

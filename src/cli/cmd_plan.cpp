@@ -34,6 +34,8 @@ int plan_main(int argc, char** argv) {
       "allgather-bucket-size", "elements per parameter all-gather bucket (as strata train)", str("500000000"))(
       "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole (as strata train)",
       str("100000"))("prefetch-depth", "stage 3: units gathered ahead of use (as strata train)", str("2"))(
+      "ranks-per-node", "ranks on each node (0 = all ranks on one): shows stage 3's hpZ trade-off across nodes",
+      str("0"))("hpz-partition-size", "stage 3: ranks per secondary partition in the rows above (1 = none)", str("1"))(
       "bench",
       "a file of `strata bench` JSON lines (model, comm, nvme, adam): measured throughputs replace the "
       "defaults; flags given still win",
@@ -60,6 +62,12 @@ int plan_main(int argc, char** argv) {
         parse_count(r["param-persistence-threshold"].as<std::string>(), "--param-persistence-threshold");
     in.prefetch_depth = int(parse_int(r["prefetch-depth"].as<std::string>(), "--prefetch-depth"));
     if (in.prefetch_depth < 0) return usage_error("plan", "--prefetch-depth must not be negative");
+    in.ranks_per_node = int(parse_int(r["ranks-per-node"].as<std::string>(), "--ranks-per-node"));
+    if (in.ranks_per_node < 0 || (in.ranks_per_node > 0 && in.ranks % in.ranks_per_node != 0))
+      return usage_error("plan", "--ranks-per-node must divide --ranks (or be 0: one node)");
+    in.hpz_partition_size = int(parse_int(r["hpz-partition-size"].as<std::string>(), "--hpz-partition-size"));
+    if (in.hpz_partition_size < 1 || in.ranks % in.hpz_partition_size != 0)
+      return usage_error("plan", "--hpz-partition-size must be a positive divisor of --ranks");
     if (in.threads <= 0) in.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     in.seq_len = int(parse_int(r["seq-len"].as<std::string>(), "--seq-len"));
     if (!params.empty()) {
@@ -118,6 +126,19 @@ int plan_main(int argc, char** argv) {
   if (!in.model) {
     std::printf("\n(give --model for activations, step times and a recommendation)\n");
     return 0;
+  }
+  if (const std::vector<HpzRow> hpz = plan_hpz(in); !hpz.empty()) {
+    const int L = in.ranks_per_node;
+    std::printf(
+        "\nstage 3 across %d nodes of %d ranks: a secondary partition of K ranks (--hpz-partition-size K) keeps "
+        "1/K of the parameters after the forward gather, so backward gathers within the node\n",
+        in.ranks / L, L);
+    std::printf("%-4s %13s %10s %17s %17s %11s %9s\n", "K", "secondary GB", "device GB", "inter-node GB/step",
+                "intra-node GB/step", "vs K = 1", "inter s");
+    for (const HpzRow& h : hpz)
+      std::printf("%-4d %13.3f %10.3f %17.4f %17.4f %10.0f%% %9.3g\n", h.partition, h.secondary_bytes / GB,
+                  h.device_bytes / GB, h.inter_node_bytes / GB, h.intra_node_bytes / GB,
+                  100.0 * h.inter_node_bytes / hpz.front().inter_node_bytes, h.inter_node_s);
   }
   const int best = recommend(rows);
   if (best < 0) {

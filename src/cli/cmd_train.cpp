@@ -86,18 +86,23 @@ int train_main(int argc, char** argv) {
                                  "stage 3: parameters with fewer elements stay whole on every rank",
                                  s(d.param_persistence_threshold))(
       "max-live-params", "stage 3: gathered parameter elements at once (0 = from --prefetch-depth)",
-      s(d.max_live_params))("loss-scale", "fp16: static loss scale (0 = dynamic)", fmt(d.loss_scale))(
+      s(d.max_live_params))("hpz-partition-size",
+                            "stage 3: ranks per secondary parameter partition, kept after the forward gather so "
+                            "backward gathers within it (ZeRO++ hpZ): 1 = none, node = the ranks per node",
+                            str("1"))("loss-scale", "fp16: static loss scale (0 = dynamic)", fmt(d.loss_scale))(
       "initial-scale-power", "fp16 dynamic scaling: initial scale 2^N", s(d.initial_scale_power))(
       "loss-scale-window", "fp16 dynamic scaling: steps without overflow before the scale doubles",
       s(d.loss_scale_window))("hysteresis", "fp16 dynamic scaling: overflows in a row before the scale halves",
                               s(d.hysteresis))("min-loss-scale", "fp16 dynamic scaling: the scale's floor",
                                                fmt(d.min_loss_scale))(
       "comm-timeout", "seconds a collective may take before the run fails with a message", fmt(d.comm_timeout))(
-      "host-mem", "host-tier budget (offloaded states and staging), e.g. 64GiB", str("64GiB"))(
-      "offload-optimizer",
-      "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
-      str(d.offload_optimizer))("offload-param", "none | cpu | nvme: stage-3 parameters (the optimizer's tier)",
-                                str(d.offload_param))(
+      "host-mem",
+      "host-tier budget per rank (offloaded states and the pinned staging pool), e.g. 64GiB; auto = 90% of the "
+      "node's RAM divided among its ranks",
+      str("auto"))("offload-optimizer",
+                   "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
+                   str(d.offload_optimizer))(
+      "offload-param", "none | cpu | nvme: stage-3 parameters (the optimizer's tier)", str(d.offload_param))(
       "nvme-path", "directory for the per-rank NVMe swap files (--offload-* nvme)", str(""))(
       "aio-queue-depth", "io_uring requests in flight per ring", s(d.aio_queue_depth))(
       "aio-block-size", "bytes per NVMe request", str("1MiB"))("nvme-checksum",
@@ -207,6 +212,12 @@ int train_main(int argc, char** argv) {
     t.prefetch_bucket_size = gc("prefetch-bucket-size");
     t.param_persistence_threshold = gc("param-persistence-threshold");
     t.max_live_params = gc("max-live-params");
+    if (const std::string h = r["hpz-partition-size"].as<std::string>(); h == "node")
+      t.hpz_partition_size = 0;
+    else if (const int64_t k = parse_int(h, "--hpz-partition-size"); k >= 1)
+      t.hpz_partition_size = int(k);
+    else
+      return usage_error("train", "--hpz-partition-size: '" + h + "' is not a positive number of ranks or 'node'");
     const std::string overlap = r["overlap-comm"].as<std::string>();
     if (overlap != "true" && overlap != "false")
       return usage_error("train", "--overlap-comm: '" + overlap + "' is not true or false");
@@ -222,7 +233,10 @@ int train_main(int argc, char** argv) {
         throw_error(std::string("--") + k + ": '" + v + "' is not true or false", "use true or false");
       out = v == "true";
     };
-    t.host_mem = parse_bytes(r["host-mem"].as<std::string>(), "--host-mem");
+    if (const std::string h = r["host-mem"].as<std::string>(); h != "auto") {
+      t.host_mem = parse_bytes(h, "--host-mem");
+      if (t.host_mem == 0) return usage_error("train", "--host-mem must be positive (or auto)");
+    }
     t.offload_optimizer = r["offload-optimizer"].as<std::string>();
     t.offload_param = r["offload-param"].as<std::string>();
     for (const auto& [k, v] :

@@ -323,9 +323,6 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                   "Strata's checkpoints keep the f32 master; `strata export` writes 16-bit safetensors");
     b.unsupported("gather_16bit_weights_on_model_save", no,
                   "Strata's checkpoints keep the f32 master; `strata export` writes 16-bit safetensors");
-    b.unsupported(
-        "zero_hpz_partition_size", [](const json& e) { return e.is_number() && e.get<double>() == 1; },
-        "hierarchical partitioning arrives with multi-node (S9)");
     b.unsupported("zero_quantized_weights", no, "Strata gathers weights unquantised");
     b.unsupported("zero_quantized_gradients", no, "Strata reduces gradients unquantised");
     map_key(b, "reduce_bucket_size", "reduce-bucket-size", Kind::integer);
@@ -334,6 +331,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     map_key(b, "stage3_param_persistence_threshold", "param-persistence-threshold", Kind::integer);
     map_key(b, "stage3_max_live_parameters", "max-live-params", Kind::integer);
     map_key(b, "sub_group_size", "sub-group-size", Kind::integer);
+    map_key(b, "zero_hpz_partition_size", "hpz-partition-size", Kind::integer);
     b.unsupported(
         "stage3_max_reuse_distance", [](const json&) { return true; }, "");
     b.unsupported("cpu_offload", no, "use offload_optimizer {\"device\": \"cpu\"}");

@@ -38,6 +38,20 @@ size_t comm_type_size(CommType t) {
   return 1;
 }
 
+void Communicator::set_topology(Topology t) {
+  STRATA_CHECK(t.world() == size(),
+               "a topology of " + std::to_string(t.world()) + " ranks for a communicator of " + std::to_string(size()),
+               "this is a bug in the caller");
+  topo_ = std::move(t);
+  const int n = size(), l = topo_.local_size(rank());
+  remote_fraction_ = n > 1 ? double(n - l) / double(n - 1) : 0.0;
+}
+
+std::unique_ptr<Communicator> Communicator::split(int) {
+  throw_error("this communicator cannot be split into groups",
+              "hierarchical partitioning (--hpz-partition-size) needs the MPI communicator");
+}
+
 void Communicator::check_blocks(const char* op, size_t whole, size_t block) const {
   STRATA_CHECK(whole == block * size_t(size()),
                std::string(op) + ": " + std::to_string(whole) + " elements is not " + std::to_string(size()) +

@@ -5,11 +5,21 @@
 //   all_reduce      2·(N-1)/N·count      reduce_scatter  (N-1)·count_out
 //   all_gather      (N-1)·count_in       broadcast       count (pipelined ring)
 // so ZeRO's communication volume is measured, not computed (S3 accounting tests).
+//
+// The bytes are also split by where they go: a collective's volume is spread over this
+// rank's N-1 peers, L-1 of them on its own node and N-L on other nodes (L ranks on the
+// node), so inter_node_bytes = bytes·(N-L)/(N-1). For an all-gather that is exactly the
+// blocks that must leave the node; a hierarchical algorithm moves them once per node pair,
+// a flat ring more often, so the counter is the volume the partitioning decides, which is
+// what hierarchical partitioning (hpZ) cuts.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+
+#include "comm/topology.h"
 
 namespace strata {
 
@@ -49,6 +59,7 @@ struct CommCounters {
   uint64_t elements_sent = 0;  // by the ring volumes above
   uint64_t bytes_sent = 0;     // the same volumes in bytes of each call's element type
   uint64_t calls = 0;
+  uint64_t intra_node_bytes = 0, inter_node_bytes = 0;  // bytes_sent by where the peers are
 };
 size_t comm_type_size(CommType t);
 
@@ -89,11 +100,24 @@ class Communicator {
   }
   virtual void barrier() = 0;
 
-  const CommCounters& counters() const { return counters_; }
+  // The node of every rank; ranks learn their node and local rank from it.
+  const Topology& topology() const { return topo_; }
+  int node() const { return topo_.node(rank()); }
+  int nodes() const { return topo_.nodes(); }
+  int local_rank() const { return topo_.local_rank(rank()); }
+  int local_size() const { return topo_.local_size(rank()); }
+  // Replaces the topology (tests simulate nodes on one host); collective in effect: every
+  // rank must set the same one.
+  void set_topology(Topology t);
+  // A communicator over the ranks that pass the same color, ordered by rank (collective:
+  // every rank calls it). Its collectives count into this communicator's counters.
+  virtual std::unique_ptr<Communicator> split(int color);
+
+  const CommCounters& counters() const { return *sink_; }
   // Test seam: called (on the calling thread) before every collective; lets a test delay a
   // collective until the compute thread has made progress, which proves overlap.
   void set_test_hook(std::function<void(std::string_view op)> hook) { test_hook_ = std::move(hook); }
-  void reset_counters() { counters_ = {}; }
+  void reset_counters() { *sink_ = {}; }
 
  protected:
   virtual void do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) = 0;
@@ -101,15 +125,23 @@ class Communicator {
   virtual void do_all_gather(const void* in, void* out, CommType t, size_t count_in) = 0;
   virtual void do_broadcast(void* data, CommType t, size_t count, int root) = 0;
   void count_sent(double elements, CommType t) {
-    const uint64_t n = uint64_t(elements + 0.5);
-    counters_.elements_sent += n;
-    counters_.bytes_sent += n * comm_type_size(t);
-    ++counters_.calls;
+    const uint64_t n = uint64_t(elements + 0.5), inter = uint64_t(elements * remote_fraction_ + 0.5);
+    CommCounters& c = *sink_;
+    c.elements_sent += n;
+    c.bytes_sent += n * comm_type_size(t);
+    c.inter_node_bytes += inter * comm_type_size(t);
+    c.intra_node_bytes += (n - inter) * comm_type_size(t);
+    ++c.calls;
   }
+  // A split communicator counts into its parent's counters (which outlive it).
+  void count_into(Communicator& parent) { sink_ = parent.sink_; }
 
  private:
   void check_blocks(const char* op, size_t whole, size_t block) const;
   CommCounters counters_;
+  CommCounters* sink_ = &counters_;
+  Topology topo_;
+  double remote_fraction_ = 0;  // (N-L)/(N-1): the share of this rank's peers on other nodes
   std::function<void(std::string_view)> test_hook_;
 };
 

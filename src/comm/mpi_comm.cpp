@@ -113,10 +113,47 @@ MpiComm::MpiComm(MpiCommOptions opts) : opts_(opts) {
   std::strncpy(mine, name, kName - 1);
   STRATA_MPI_CHECK(MPI_Allgather(mine, kName, MPI_CHAR, all.data(), kName, MPI_CHAR, comm_), "exchanging host names");
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(&all[size_t(r) * kName]);
+  // Nodes are hosts; STRATA_RANKS_PER_NODE overrides them (a test simulating nodes on one
+  // host, or containers that all carry the same host name).
+  if (const char* rpn = std::getenv("STRATA_RANKS_PER_NODE"); rpn && *rpn) {
+    char* end = nullptr;
+    const long k = std::strtol(rpn, &end, 10);
+    STRATA_CHECK(*end == 0 && k > 0, std::string("STRATA_RANKS_PER_NODE=") + rpn, "give a positive whole number");
+    set_topology(Topology::blocks(size_, int(k)));
+  } else {
+    set_topology(Topology::from_hosts(hosts_));
+  }
   // Half the collective timeout: a silent neighbour is a stronger sign than a slow collective,
   // so the watch names the lost rank before a collective times out without knowing which.
   if (opts_.watch_peers)
     watch_ = std::make_unique<PeerWatch>(comm_, rank_, size_, hosts_, std::max(2.0, opts_.timeout_s / 2));
+}
+
+MpiComm::MpiComm(MPI_Comm comm, MpiCommOptions opts, std::vector<std::string> hosts, Topology topo)
+    : opts_(opts), comm_(comm), hosts_(std::move(hosts)) {
+  opts_.watch_peers = false;
+  STRATA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "creating a sub-communicator");
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  host_ = hosts_[size_t(rank_)];
+  set_topology(std::move(topo));
+}
+
+std::unique_ptr<Communicator> MpiComm::split(int color) {
+  STRATA_CHECK(color >= 0, "split with color " + std::to_string(color), "colors are 0 or more");
+  // Which ranks share this color, so the group knows its members' hosts and nodes.
+  std::vector<int32_t> colors(size_t(size_), 0);
+  int32_t mine = color;
+  all_gather(std::span<const int32_t>(&mine, 1), std::span<int32_t>(colors));
+  std::vector<std::string> hosts, nodes;  // the group's nodes, named by the parent's node index
+  for (int r = 0; r < size_; ++r)
+    if (colors[size_t(r)] == color)
+      hosts.push_back(hosts_[size_t(r)]), nodes.push_back(std::to_string(topology().node(r)));
+  MPI_Comm sub = MPI_COMM_NULL;
+  STRATA_MPI_CHECK(MPI_Comm_split(comm_, color, rank_, &sub), "splitting the communicator into groups");
+  auto out = std::unique_ptr<MpiComm>(new MpiComm(sub, opts_, std::move(hosts), Topology::from_hosts(nodes)));
+  out->count_into(*this);
+  return out;
 }
 
 MpiComm::~MpiComm() {

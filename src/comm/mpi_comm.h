@@ -35,6 +35,7 @@ class MpiComm final : public Communicator {
   std::string host() const override { return host_; }
   const std::vector<std::string>& hosts() const { return hosts_; }
   void barrier() override;
+  std::unique_ptr<Communicator> split(int color) override;
   // True when launched under mpirun/srun (so a single-rank run needs no MPI at all).
   static bool launched_by_mpi();
 
@@ -54,6 +55,8 @@ class MpiComm final : public Communicator {
     size_t count;
     const char* phase = "";
   };
+  // A sub-communicator from MPI_Comm_split (no peer watch: the parent's covers its ranks).
+  MpiComm(MPI_Comm comm, MpiCommOptions opts, std::vector<std::string> hosts, Topology topo);
   void agree(const Call& call, int64_t extra);
   void wait(MPI_Request& req, const Call& call);
   std::string describe(const Call& call) const;

@@ -53,6 +53,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 NcclComm::NcclComm(MpiComm& bootstrap, int device, void* stream)
     : rank_(bootstrap.rank()), size_(bootstrap.size()), device_(device), host_(bootstrap.host()) {
+  set_topology(bootstrap.topology());
   STRATA_CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id;
   if (rank_ == 0) STRATA_NCCL_CHECK(ncclGetUniqueId(&id));

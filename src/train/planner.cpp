@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/model_factory.h"
+#include "zero/comm_volume.h"
 #include "zero/footprint.h"
 #include "zero/partition.h"
 #include "zero/zero_engine.h"
@@ -108,6 +109,44 @@ PlanInput plan_input_for(const ModelSpec& spec, int ranks) {
   return in;
 }
 
+namespace {
+
+// The model's parameter table as the trainer hands it to the engine, and elements per unit.
+std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const ModelSpec& spec) {
+  std::vector<zero::ParamSpan> table;
+  std::vector<int64_t> units(size_t(spec.n_layer()) + 2, 0);
+  int64_t off = 0;
+  for (const ParamSpec& s : unit_layout(spec)) {
+    table.push_back({s.name, s.unit, off, s.shape.numel(), false});
+    off += s.shape.numel();
+    units[size_t(s.unit)] += s.shape.numel();
+  }
+  return {table, units};
+}
+
+}  // namespace
+
+std::vector<HpzRow> plan_hpz(const PlanInput& in) {
+  std::vector<HpzRow> out;
+  const int L = in.ranks_per_node > 0 ? in.ranks_per_node : in.ranks;
+  if (!in.model || L >= in.ranks || in.ranks % L != 0) return out;
+  auto [table, units] = param_table(*in.model);
+  for (zero::ParamSpan& p : table) p.persistent = p.count < in.persistence_threshold;
+  const zero::PartitionLayout lay(table, in.ranks, in.sub_group_size);
+  PlanInput base = in;
+  base.hpz_partition_size = 1;
+  double device = 0;
+  for (const PlanRow& r : make_plan(base))
+    if (r.stage == 3 && r.offload == "none" && !r.checkpointing) device = r.device;
+  const size_t esz = in.mixed ? 2 : 4;
+  for (int K = 1; K <= L; ++K) {
+    if (L % K != 0) continue;
+    const zero::Stage3Traffic t = zero::stage3_traffic(lay, esz, L, K, 1);
+    out.push_back({K, t.secondary_bytes, device + t.secondary_bytes, t.inter(), t.intra(), t.inter() / in.net_bw});
+  }
+  return out;
+}
+
 std::vector<PlanRow> make_plan(const PlanInput& in) {
   std::vector<PlanRow> rows;
   const int N = in.ranks;
@@ -133,14 +172,8 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           zo.offload_optimizer = o != "none", zo.offload_param = o.ends_with("+param"), zo.nvme = o.starts_with("nvme");
           zo.sub_group_size = in.sub_group_size, zo.param_persistence_threshold = in.persistence_threshold;
           zo.prefetch_depth = in.prefetch_depth;
-          std::vector<zero::ParamSpan> table;
-          std::vector<int64_t> units(size_t(in.model->n_layer()) + 2, 0);
-          int64_t off = 0;
-          for (const ParamSpec& s : unit_layout(*in.model)) {
-            table.push_back({s.name, s.unit, off, s.shape.numel(), false});
-            off += s.shape.numel();
-            units[size_t(s.unit)] += s.shape.numel();
-          }
+          if (stage == 3) zo.hpz_partition_size = in.hpz_partition_size;
+          const auto [table, units] = param_table(*in.model);
           const DType dt = in.mixed ? DType::bf16 : DType::f32;
           const zero::EngineFootprint f =
               zero::engine_footprint(table, units, N, dt, zo, uint64_t(in.pin_buffer_bytes + 4095) / 4096 * 4096);

@@ -37,6 +37,9 @@ struct PlanInput {
   // The engine's other sizing options (train's defaults).
   int64_t sub_group_size = 1000000000, persistence_threshold = 100000;
   int prefetch_depth = 2;
+  // Nodes: ranks per node (0: all on one), and stage 3's secondary partition (hpZ; 1: none).
+  int ranks_per_node = 0;
+  int hpz_partition_size = 1;
 };
 
 struct PlanRow {
@@ -69,6 +72,17 @@ double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_si
 PlanInput plan_input_for(const ModelSpec& spec, int ranks);
 
 std::vector<PlanRow> make_plan(const PlanInput& in);
+
+// Stage 3 across nodes: per rank, what a secondary partition of K ranks costs in device
+// memory and what it saves in cross-node traffic per step (zero/comm_volume.h), for K = 1
+// (none) and each divisor of the ranks per node. Needs in.model; empty on one node.
+struct HpzRow {
+  int partition;
+  double secondary_bytes, device_bytes;  // device: the stage-3 row without offload, plus the partition
+  double inter_node_bytes, intra_node_bytes;
+  double inter_node_s;  // the cross-node bytes at in.net_bw
+};
+std::vector<HpzRow> plan_hpz(const PlanInput& in);
 // The fastest row that fits (ties: the least offloaded, then fewer device bytes); -1 if
 // none fits.
 int recommend(const std::vector<PlanRow>& rows);

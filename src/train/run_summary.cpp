@@ -12,15 +12,19 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult
   const int world = opts.comm ? opts.comm->size() : 1;
   const size_t first = r.steps.size() > 1 ? 1 : 0;
   double step_s = 0, overlap = 0;
-  uint64_t comm = 0;
+  uint64_t comm = 0, inter = 0;
   for (size_t i = first; i < r.steps.size(); ++i)
     step_s += r.steps[i].timeline.wall_s, overlap += r.steps[i].timeline.overlap(),
-        comm += r.steps[i].timeline.comm_bytes;
+        comm += r.steps[i].timeline.comm_bytes, inter += r.steps[i].timeline.inter_node_bytes;
   const double timed = double(r.steps.size() - first);
   if (timed > 0) step_s /= timed, overlap /= timed;
   // The slowest rank sets the pace; peaks are per rank, so the largest is what must fit.
-  double peaks[5] = {step_s, double(r.device_high_water), double(r.host_high_water), double(r.nvme_bytes),
-                     timed > 0 ? double(comm) / timed : 0};
+  double peaks[6] = {step_s,
+                     double(r.device_high_water),
+                     double(r.host_high_water),
+                     double(r.nvme_bytes),
+                     timed > 0 ? double(comm) / timed : 0,
+                     timed > 0 ? double(inter) / timed : 0};
   if (world > 1) opts.comm->all_reduce(std::span<double>(peaks), ReduceOp::max);
   step_s = peaks[0];
   const double tokens_per_step = double(opts.micro_batch) * opts.grad_accum * world * opts.seq_len;
@@ -53,6 +57,8 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult
       {"mfu", peak_flops > 0 ? nlohmann::ordered_json(flops_per_device / peak_flops) : nlohmann::ordered_json()},
       {"peak_bytes", {{"device", peaks[1]}, {"host", peaks[2]}, {"nvme", peaks[3]}}},
       {"comm_bytes_per_step", peaks[4]},
+      {"inter_node_bytes_per_step", peaks[5]},
+      {"nodes", opts.comm ? opts.comm->nodes() : 1},
       {"overlap", overlap},
       {"loss_first", r.steps.empty() ? 0.0 : r.steps.front().loss},
       {"loss_last", r.steps.empty() ? 0.0 : r.steps.back().loss},

@@ -29,6 +29,7 @@
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
+#include "train/node_share.h"
 #include "zero/partition.h"
 #include "zero/zero_engine.h"
 
@@ -41,11 +42,6 @@ namespace strata {
 double StepTimeline::overlap() const {
   const double busiest = std::max({compute_s, comm_s, d2h_s, h2d_s, cpu_adam_s, host_sum_s});
   return wall_s > 0 ? busiest / wall_s : 0;
-}
-
-static int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
 }
 
 std::string resolve_resource(const std::string& path) {
@@ -157,10 +153,10 @@ TrainResult train(const TrainOptions& opts) {
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
   const bool offload =
       opts.offload_optimizer != "none" || opts.offload_param != "none" || opts.offload_activations != "none";
+  // This rank's share of its node: CPUs, host RAM and its NVMe directory.
+  const NodeShare share = node_share(opts.comm, opts.host_mem, opts.nvme_path);
+  const int local_rank = share.local_rank, local_size = share.local_size, cpus = share.cpus;
   // The device's and the host's threads (disjoint CPUs when bound).
-  const int local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0),
-            local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  const int cpus = std::max<int>(1, int(cpu::allowed_cpus().size()) / std::max(local_size, 1));
   const int host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
   const int device_threads = opts.device_threads > 0 ? opts.device_threads
                              : opts.threads > 0      ? opts.threads
@@ -174,7 +170,7 @@ TrainResult train(const TrainOptions& opts) {
   std::unique_ptr<tier::TierManager> tiers;
   if (offload)
     tiers = std::make_unique<tier::TierManager>(
-        backend, tier::TierOptions{opts.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
+        backend, tier::TierOptions{share.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
   std::string pinned = "no";
   if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
   const cpu::AdamIsa isa = cpu::parse_adam_isa(opts.adam_isa) == cpu::AdamIsa::automatic
@@ -197,11 +193,17 @@ TrainResult train(const TrainOptions& opts) {
   }
   zo.param_persistence_threshold = opts.param_persistence_threshold;
   zo.max_live_params = opts.max_live_params;
+  zo.hpz_partition_size = opts.hpz_partition_size;
+  if (zo.hpz_partition_size == 0) {  // "node": the ranks of a node form a group
+    STRATA_CHECK(!opts.comm || opts.comm->topology().uniform(), "--hpz-partition-size node on nodes of unequal size",
+                 "launch the same number of ranks on every host (e.g. mpirun --map-by ppr:N:node)");
+    zo.hpz_partition_size = opts.comm ? opts.comm->local_size() : 1;
+  }
   zo.overlap_comm = opts.overlap_comm;
   zo.offload_optimizer = opts.offload_optimizer != "none";
   zo.offload_param = opts.offload_param != "none";
   zo.nvme = opts.offload_optimizer == "nvme";
-  zo.nvme_options = {opts.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
+  zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
   zo.offload_ratio = opts.offload_ratio;
   zo.speculative_step = opts.speculative_step;
   zo.host_threads = std::max(1, host_threads);
@@ -264,11 +266,12 @@ TrainResult train(const TrainOptions& opts) {
   if (!quiet)
     std::fprintf(stderr,
                  "strata: %s, %.2fM params, %s on %s (threads pinned: %s, Adam: %s), "
-                 "%d rank(s), ZeRO stage %d; %lld steps of %.0f tokens\n",
+                 "%d rank(s) on %d node(s) (%d CPUs each), ZeRO stage %d%s; %lld steps of %.0f tokens\n",
                  model.describe().c_str(), double(model.num_params()) / 1e6,
                  std::string(dtype_name(opts.precision)).c_str(), backend.name().c_str(), pinned.c_str(),
-                 std::string(cpu::adam_isa_name(isa)).c_str(), world, opts.zero_stage, (long long)opts.steps,
-                 tokens_per_step);
+                 std::string(cpu::adam_isa_name(isa)).c_str(), world, share.nodes, cpus, opts.zero_stage,
+                 zo.hpz_partition_size > 1 ? (", hpZ groups of " + std::to_string(zo.hpz_partition_size)).c_str() : "",
+                 (long long)opts.steps, tokens_per_step);
   if (!quiet && !data_line.empty()) std::fprintf(stderr, "strata: data: %s\n", data_line.c_str());
 
   // Per-rank model-state bytes by kind, as allocated (rank 0 logs every rank's).
@@ -361,6 +364,7 @@ TrainResult train(const TrainOptions& opts) {
     if (auto* h = engine.host_optimizer(); h && h->nvme_file())
       t.h2n_bytes = h->nvme_file()->bytes_written.load(), t.n2h_bytes = h->nvme_file()->bytes_read.load();
     t.comm_bytes = opts.comm ? opts.comm->counters().bytes_sent : 0;
+    t.inter_node_bytes = opts.comm ? opts.comm->counters().inter_node_bytes : 0;
     return t;
   };
   try {
@@ -421,7 +425,7 @@ TrainResult train(const TrainOptions& opts) {
       tl.cpu_adam_s -= before.cpu_adam_s, tl.host_sum_s -= before.host_sum_s;
       tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
       tl.h2n_bytes -= before.h2n_bytes, tl.n2h_bytes -= before.n2h_bytes;
-      tl.comm_bytes -= before.comm_bytes;
+      tl.comm_bytes -= before.comm_bytes, tl.inter_node_bytes -= before.inter_node_bytes;
       result.steps.push_back({step + 1, loss, lr, norm, tps, step_s * 1e3, scale, skipped, tl});
       const bool log_now = (step + 1) % opts.log_every == 0 || step == 0 || step + 1 == opts.steps;
       ++steps_since_log;
@@ -451,17 +455,22 @@ TrainResult train(const TrainOptions& opts) {
                                  {"comm_bytes", comm_bytes}};
           if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
           const StepTimeline& t = result.steps.back().timeline;
-          line["timeline"] = {
-              {"wall_s", t.wall_s},
-              {"busy_s",
-               {{"compute", t.compute_s},
-                {"comm", t.comm_s},
-                {"d2h", t.d2h_s},
-                {"h2d", t.h2d_s},
-                {"cpu_adam", t.cpu_adam_s},
-                {"host_sum", t.host_sum_s}}},
-              {"bytes", {{"d2h", t.d2h_bytes}, {"h2d", t.h2d_bytes}, {"h2n", t.h2n_bytes}, {"n2h", t.n2h_bytes}}},
-              {"overlap", t.overlap()}};
+          line["timeline"] = {{"wall_s", t.wall_s},
+                              {"busy_s",
+                               {{"compute", t.compute_s},
+                                {"comm", t.comm_s},
+                                {"d2h", t.d2h_s},
+                                {"h2d", t.h2d_s},
+                                {"cpu_adam", t.cpu_adam_s},
+                                {"host_sum", t.host_sum_s}}},
+                              {"bytes",
+                               {{"d2h", t.d2h_bytes},
+                                {"h2d", t.h2d_bytes},
+                                {"h2n", t.h2n_bytes},
+                                {"n2h", t.n2h_bytes},
+                                {"comm", t.comm_bytes},
+                                {"inter_node", t.inter_node_bytes}}},
+                              {"overlap", t.overlap()}};
           if (tiers) line["host_bytes"] = host_bytes, line["host_high_water"] = tiers->budget(Tier::host).high_water();
           metrics->write(line);
         }

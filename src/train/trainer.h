@@ -55,6 +55,8 @@ struct TrainOptions {
   int64_t prefetch_bucket_size = 0;
   int64_t param_persistence_threshold = 100000;
   int64_t max_live_params = 0;
+  // Stage 3: ranks per secondary (hpZ) partition: 1 none, 0 the ranks per node.
+  int hpz_partition_size = 1;
   bool overlap_comm = true;
   Communicator* comm = nullptr;
   // fp16 loss scaling (--precision f16): loss_scale 0 = dynamic.
@@ -64,7 +66,7 @@ struct TrainOptions {
   int hysteresis = 2;
   double min_loss_scale = 1;
   // Tiers and offload (S4).
-  size_t host_mem = size_t(64) << 30;       // --host-mem: the host tier's budget
+  size_t host_mem = 0;                      // --host-mem: the host tier's budget per rank (0: node RAM / its ranks)
   std::string offload_optimizer = "none";   // none | cpu | nvme
   std::string offload_param = "none";       // none | cpu | nvme (stage 3; the optimizer's tier)
   std::string nvme_path;                    // --nvme-path: directory for the per-rank swap files
@@ -102,7 +104,8 @@ struct TrainOptions {
 struct StepTimeline {
   double wall_s = 0, compute_s = 0, comm_s = 0, d2h_s = 0, h2d_s = 0, cpu_adam_s = 0, host_sum_s = 0;
   uint64_t d2h_bytes = 0, h2d_bytes = 0, h2n_bytes = 0, n2h_bytes = 0;  // host→NVMe writes, NVMe→host reads
-  uint64_t comm_bytes = 0;  // bytes this rank sent in collectives (the ring volumes)
+  uint64_t comm_bytes = 0;        // bytes this rank sent in collectives (the ring volumes)
+  uint64_t inter_node_bytes = 0;  // the part of comm_bytes bound for other nodes
   double overlap() const;
 };
 

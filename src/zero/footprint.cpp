@@ -78,6 +78,9 @@ EngineFootprint engine_footprint(std::vector<ParamSpan> params, const std::vecto
       for (size_t i = 0; i < std::min<size_t>(size_t(o.prefetch_depth) + 2, sizes.size()); ++i)
         f.device += round_up((uint64_t(sizes[i]) + slack) * esz, 64);
     }
+    if (o.hpz_partition_size > 1 && world > 1)  // the secondary partition: 1/K of the partitioned parameters
+      for (const SubGroup& g : lay.sub_groups())
+        if (!g.persistent) f.device += uint64_t(g.padded / o.hpz_partition_size) * esz;
     if (o.offload_param) {
       std::vector<std::vector<int>> unit_groups(unit_sizes.size());
       for (size_t g = 0; g < lay.sub_groups().size(); ++g)

@@ -51,7 +51,18 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
                "--offload-ratio " + std::to_string(opts_.offload_ratio), "give a fraction between 0 and 1");
   STRATA_CHECK(!(opts_.offload_optimizer || opts_.offload_param) || tiers_,
                "ZeroEngine: offload without a tier manager", "this is a bug in the caller");
+  const int K = opts_.hpz_partition_size;
+  STRATA_CHECK(K >= 1 && world_ % K == 0,
+               "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world_) + " ranks",
+               "give a number of ranks that divides the world size (usually the ranks per node), or 1 for none");
+  STRATA_CHECK(K == 1 || policy_.parameters,
+               "--hpz-partition-size " + std::to_string(K) + " at stage " + std::to_string(opts_.stage),
+               "the secondary partition is of stage-3 parameters: use --zero-stage 3");
+  STRATA_CHECK(K == 1 || !opts_.offload_param, "--hpz-partition-size with --offload-param",
+               "the secondary partition lives on the device beside gathered parameters; drop one of the two");
   if (opts_.overlap_comm) stream_ = be_.make_stream("zero:comm");
+  // Groups of K consecutive ranks: with ranks placed node by node, a group is (part of) a node.
+  if (K > 1 && distributed()) hpz_comm_ = comm_->split(rank_ / K);
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -263,6 +274,16 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                  "raise --max-live-params to at least " + std::to_string(max_unit + int64_t(slack_elems_)) +
                      ", or 0 to size it from --prefetch-depth");
     gathered_mem_ = be_.allocate(cap, "zero:gathered_params");
+    if (hpz()) {
+      const int64_t K = hpz_comm_->size();
+      secondary_offset_.assign(lay.sub_groups().size(), -1);
+      int64_t secondary = 0;
+      for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+        if (!lay.sub_groups()[g].persistent)
+          secondary_offset_[g] = secondary, secondary += lay.sub_groups()[g].padded / K;
+      secondary_ = be_.allocate(size_t(secondary) * esz, "zero:hpz_secondary_params");
+      secondary_valid_.assign(size_t(units), 0);
+    }
     gather_arena_.reset(cap, size_t(units) + 1);
     for (int u = 0; u < units; ++u) gathered_.push_back(be_.make_event());
     if (opts_.offload_param) {
@@ -692,6 +713,7 @@ void ZeroEngine::finish_step() {
     current_unit_ = pending_release_ = -1;
     access_.end_step();
     stats_.live_param_high_water = gather_arena_.high_water();
+    std::fill(secondary_valid_.begin(), secondary_valid_.end(), 0);  // hpZ: the next step gathers anew
   }
 }
 
@@ -776,19 +798,46 @@ void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
     shard = static_cast<const char*>(fetch_mem_.data()) + fetch_off_[size_t(unit)];
     base = unit_shard_begin(unit);
   }
+  // hpZ: once this step's parameters are in the secondary partition, gather within the group.
+  const bool from_secondary = hpz() && secondary_valid_[size_t(unit)];
   for (int gi : unit_groups_[size_t(unit)]) {
     const SubGroup& g = lay.sub_groups()[size_t(gi)];
     char* at = dst + size_t(g.flat_begin - model_->unit_begin(unit)) * esz;
     if (g.persistent) {
       std::memcpy(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
                   size_t(g.count) * esz);
-    } else if (low_precision()) {
-      gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
-                   reinterpret_cast<uint16_t*>(at));
+    } else if (from_secondary) {
+      if (low_precision())
+        gather_secondary(gi, reinterpret_cast<uint16_t*>(at));
+      else
+        gather_secondary(gi, reinterpret_cast<float*>(at));
     } else {
-      gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const float*>(shard), reinterpret_cast<float*>(at));
+      if (low_precision())
+        gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
+                     reinterpret_cast<uint16_t*>(at));
+      else
+        gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const float*>(shard),
+                     reinterpret_cast<float*>(at));
+      // Before the next sub-group's gather overwrites this one's padding.
+      if (hpz()) keep_secondary(gi, at, esz);
     }
   }
+  if (hpz()) secondary_valid_[size_t(unit)] = 1;
+}
+
+template <typename T>
+void ZeroEngine::gather_secondary(int g, T* padded_out) {
+  const SubGroup& s = layout_->sub_groups()[size_t(g)];
+  const size_t slice = size_t(s.padded / hpz_comm_->size());
+  hpz_comm_->all_gather(std::span<const T>(secondary_.as<T>() + secondary_offset_[size_t(g)], slice),
+                        std::span<T>(padded_out, size_t(s.padded)));
+}
+
+void ZeroEngine::keep_secondary(int g, const char* padded, size_t esz) {
+  const SubGroup& s = layout_->sub_groups()[size_t(g)];
+  const size_t slice = size_t(s.padded / hpz_comm_->size());
+  std::memcpy(static_cast<char*>(secondary_.data()) + size_t(secondary_offset_[size_t(g)]) * esz,
+              padded + size_t(hpz_comm_->rank()) * slice * esz, slice * esz);
 }
 
 int64_t ZeroEngine::unit_shard_begin(int unit) const {

@@ -14,6 +14,12 @@
 //            use in the pass, and the next units are prefetched (--prefetch-depth) by
 //            replaying the access order recorded in the first step. Parameters smaller than
 //            --param-persistence-threshold stay whole on every rank (gathered once per step).
+//            With --hpz-partition-size K (ZeRO++'s hpZ), each group of K consecutive ranks
+//            (a node, when K is the ranks per node) also keeps a secondary partition: after a
+//            unit's first gather of a step (forward, across all ranks), each rank keeps its
+//            1/K slice of it, and every later gather of that unit in the step (backward,
+//            further micro-batches) is an all-gather within the group, not across nodes.
+//            Memory: Ψ'/K more parameters per rank; cross-node all-gather volume: half.
 //
 // The model's gradients always come from the engine (UnitHooks), in the gradient dtype: f32
 // in f32 runs, the compute dtype (bf16/f16) in mixed precision, as the paper counts them.
@@ -57,6 +63,7 @@ struct ZeroOptions {
   int prefetch_depth = 2;                        // stage 3: units gathered ahead of use
   int64_t param_persistence_threshold = 100000;  // stage 3: parameters below this many elements stay whole
   int64_t max_live_params = 0;                   // stage 3: gathered elements at once (0: from the prefetch depth)
+  int hpz_partition_size = 1;                    // stage 3: ranks per secondary partition (1: none)
   bool overlap_comm = true;                      // communication on its own stream
   // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
   // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
@@ -175,6 +182,7 @@ class ZeroEngine final : public UnitHooks {
 
  private:
   bool distributed() const { return comm_ && world_ > 1; }
+  bool hpz() const { return hpz_comm_ != nullptr; }
   bool low_precision() const { return buf_.compute_dtype != DType::f32; }
   template <typename F>
   void submit(F&& work);  // on the communication stream, or inline without overlap
@@ -190,7 +198,10 @@ class ZeroEngine final : public UnitHooks {
   void flush_host();                                // the host's queued work done and its NVMe writes on the drive
   void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
   void gather_unit_work(int unit, int64_t offset);  // stage 3
-  void publish_persistent();                        // stage 3
+  template <typename T>
+  void gather_secondary(int g, T* padded_out);                 // hpZ: within the group
+  void keep_secondary(int g, const char* padded, size_t esz);  // hpZ: this rank's 1/K slice
+  void publish_persistent();                                   // stage 3
   // Main thread.
   void reduce_stage0();
   void reduce_stage1();
@@ -257,6 +268,12 @@ class ZeroEngine final : public UnitHooks {
   int current_unit_ = -1, pending_release_ = -1;
   int64_t use_clock_ = 0;
   size_t slack_elems_ = 0;  // padding a gathered sub-group may write past its unit
+  // hpZ: the secondary partition, its group's communicator, and per unit whether it holds
+  // this step's parameters (read and written only by gather work, in stream order).
+  std::unique_ptr<Communicator> hpz_comm_;
+  Buffer secondary_;
+  std::vector<int64_t> secondary_offset_;  // per sub-group, into secondary_ (elements; -1: persistent)
+  std::vector<char> secondary_valid_;
   bool last_micro_ = true;
 
   // Offload (S4): the host part [host_begin_, shard) of this rank's optimizer.
