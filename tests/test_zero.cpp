@@ -324,7 +324,9 @@ TEST(ZeroHpz, SecondaryPartitionCutsCrossNodeGathers) {
   const int N = world->size();
   if (N != 4) GTEST_SKIP() << "needs 4 ranks: 2 nodes of 2";
   const Topology real = world->topology();
-  world->set_topology(Topology::blocks(N, 2));
+  if (world->nodes() == 1) world->set_topology(Topology::blocks(N, 2));  // across hosts: the real nodes
+  ASSERT_EQ(world->nodes(), 2);
+  ASSERT_EQ(world->local_size(), 2);
   for (DType prec : {DType::f32, DType::bf16})
     for (int accum : {1, 2}) {
       Case c{.stage = 3, .accum = accum, .precision = prec};
@@ -352,6 +354,39 @@ TEST(ZeroHpz, SecondaryPartitionCutsCrossNodeGathers) {
         EXPECT_EQ(fa - fb, flat.inter() - hier.inter()) << name << ", step " << i + 1;
       }
     }
+  world->set_topology(real);
+}
+
+// Ranks learn their node from their host's name (tests/multinode sets STRATA_EXPECT_NODES),
+// and a group split from the world holds its members' nodes.
+TEST(ZeroTopology, RanksKnowTheirNodeAndLocalRank) {
+  const int N = world->size();
+  if (const char* e = std::getenv("STRATA_EXPECT_NODES"); e && *e) {
+    EXPECT_EQ(world->nodes(), std::atoi(e));
+    EXPECT_EQ(world->local_size(), N / std::atoi(e));
+    EXPECT_EQ(world->local_rank(), world->rank() % world->local_size());  // --map-by ppr:L:node
+  } else {
+    EXPECT_EQ(world->nodes(), 1);
+    EXPECT_EQ(world->local_rank(), world->rank());
+  }
+  // Two nodes simulated: counters split by destination, a node group is all intra-node.
+  if (N < 2 || N % 2) GTEST_SKIP() << "needs an even number of ranks";
+  const Topology real = world->topology();
+  world->set_topology(Topology::blocks(N, N / 2));
+  {
+    std::unique_ptr<Communicator> node = world->split(world->node());
+    EXPECT_EQ(node->size(), N / 2);
+    EXPECT_EQ(node->rank(), world->local_rank());
+    world->reset_counters();
+    std::vector<float> in(10, 1.f), out(10 * size_t(N));
+    world->all_gather(std::span<const float>(in), std::span<float>(out));
+    EXPECT_EQ(world->counters().inter_node_bytes, uint64_t(N - N / 2) * 40);  // to each rank on the other node
+    EXPECT_EQ(world->counters().intra_node_bytes, uint64_t(N / 2 - 1) * 40);
+    std::vector<float> group_out(10 * size_t(N / 2));
+    node->all_gather(std::span<const float>(in), std::span<float>(group_out));  // counts into the world's
+    EXPECT_EQ(world->counters().inter_node_bytes, uint64_t(N - N / 2) * 40);
+    EXPECT_EQ(world->counters().intra_node_bytes, uint64_t(N / 2 - 1) * 80);
+  }
   world->set_topology(real);
 }
 

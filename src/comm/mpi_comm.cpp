@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "core/error.h"
@@ -157,6 +158,8 @@ std::unique_ptr<Communicator> MpiComm::split(int color) {
 }
 
 MpiComm::~MpiComm() {
+  // Unwinding from an error: the other ranks must not wait for this one in a collective.
+  if (watch_ && std::uncaught_exceptions() > 0) watch_->report_failure();
   watch_.reset();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }

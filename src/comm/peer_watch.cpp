@@ -22,7 +22,7 @@ namespace strata {
 namespace {
 
 constexpr int kMaxAddrs = 4;
-constexpr char kBeat = 'h', kBye = 'b', kLost = 'L';
+constexpr char kBeat = 'h', kBye = 'b', kLost = 'L', kFailed = 'F';
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -134,6 +134,20 @@ PeerWatch::~PeerWatch() {
   close(wake_[0]), close(wake_[1]);
 }
 
+void PeerWatch::report_failure() {
+  if (!thread_.joinable()) return;
+  stop_ = true;
+  const char c = 0;
+  (void)!write(wake_[1], &c, 1);
+  thread_.join();
+  for (Link& l : links_) {
+    if (l.open) (void)!send(l.fd, &kFailed, 1, MSG_NOSIGNAL);
+    close(l.fd);
+    l.open = false, l.fd = -1;
+  }
+  close(wake_[0]), close(wake_[1]);
+}
+
 void PeerWatch::lost(int rank, const std::string& why, int from_fd) {
   // Pass it on the other way round the ring (not back to where it came from), then stop.
   char msg[5] = {kLost};
@@ -174,6 +188,8 @@ void PeerWatch::run() {
         for (ssize_t k = 0; k < n; ++k) {
           if (buf[k] == kBye) {
             l.open = false;  // finished normally
+          } else if (buf[k] == kFailed) {
+            lost(l.peer, "it stopped with an error (see its message)", l.fd);
           } else if (buf[k] == kLost && k + 4 < n) {
             int32_t r;
             std::memcpy(&r, buf + k + 1, 4);

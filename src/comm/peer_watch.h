@@ -3,7 +3,8 @@
 // connection closes (its process died: the kernel closes its sockets) or that stays silent
 // for `timeout_s` (its host hung or its link is down) is lost: the rank that sees it tells
 // the rest of the ring the other way round, and every survivor prints which rank and host
-// was lost and exits with kLostRankExit — no rank waits in a collective for hours.
+// was lost and exits with kLostRankExit — no rank waits in a collective for hours. A rank
+// that stops with an error says so (report_failure), and the others stop the same way.
 //
 // Addresses: every rank offers its non-loopback IPv4 addresses (loopback when it has none,
 // or STRATA_SOCKET_IFNAME's only), exchanged once through MPI; a neighbour takes the first
@@ -25,6 +26,9 @@ class PeerWatch {
   // Collective over `comm` (every rank constructs one). hosts: every rank's host name.
   PeerWatch(MPI_Comm comm, int rank, int size, std::vector<std::string> hosts, double timeout_s);
   ~PeerWatch();  // says goodbye, so a rank that finishes first is not reported lost
+  // This rank is stopping with an error: its neighbours stop too, naming it, instead of
+  // waiting in a collective for it until --comm-timeout.
+  void report_failure();
   PeerWatch(const PeerWatch&) = delete;
   PeerWatch& operator=(const PeerWatch&) = delete;
 

@@ -48,7 +48,10 @@ case ${1:-} in
   mpirun)
     shift
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # Keepalives on mpirun's own connections: a host that vanishes is noticed in ~11 s, not
+    # the default 8 min, so mpirun ends once the ranks' peer watch has stopped the survivors.
     exec mpirun --mca plm_rsh_agent "$here/ns-rsh" --mca btl tcp,self,vader \
-      --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24" "$@" ;;
+      --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24" \
+      --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 "$@" ;;
   *) echo "usage: $0 up N | down | mpirun ARGS... | link-down H | link-up H" >&2; exit 2 ;;
 esac
