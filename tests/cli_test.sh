@@ -208,6 +208,13 @@ case $case_name in
     "$bin" plan --model "$src/configs/gpt2-small.json" --bench "$tmp/bench.jsonl" >"$tmp/out" || fail "plan --bench failed"
     grep -q "measured: NVMe 1 GB/s (strata bench nvme" "$tmp/out" || fail "bench not used: $(head -4 "$tmp/out")"
     expect_error 2 "one of --model" -- plan
+    # Across nodes: the hpZ trade-off, K = 1 (none), 2, 4, 8 for 8 ranks per node; hpZ's
+    # cross-node bytes are below none's, its device bytes above.
+    "$bin" plan --model gpt-20b --ranks 32 --ranks-per-node 8 >"$tmp/hpz" || fail "plan --ranks-per-node failed"
+    awk '/^stage 3 across 4 nodes of 8 ranks/ {t=1; next} t && /^[1248] / {print $1, $3, $4}' "$tmp/hpz" >"$tmp/k"
+    [[ $(cut -d' ' -f1 "$tmp/k" | tr '\n' ' ') == "1 2 4 8 " ]] || fail "hpZ rows: $(cat "$tmp/hpz" | tail -8)"
+    awk 'NR == 1 {d = $2; x = $3; next} !($2 > d && $3 < x) {exit 1}' "$tmp/k" || fail "no trade-off: $(cat "$tmp/k")"
+    expect_error 2 "must divide --ranks" -- plan --model gpt-20b --ranks 32 --ranks-per-node 5
     echo "ok: $(grep recommended "$tmp/out")" ;;
   bench_suite)
     # Real runs (1 and 2 ranks, offload, one the plan skips) and a scaling search, end to end.

@@ -133,11 +133,12 @@ int plan_main(int argc, char** argv) {
         "\nstage 3 across %d nodes of %d ranks: a secondary partition of K ranks (--hpz-partition-size K) keeps "
         "1/K of the parameters after the forward gather, so backward gathers within the node\n",
         in.ranks / L, L);
-    std::printf("%-4s %13s %10s %17s %17s %11s %9s\n", "K", "secondary GB", "device GB", "inter-node GB/step",
-                "intra-node GB/step", "vs K = 1", "inter s");
+    const double MB = 1e6;
+    std::printf("%-4s %13s %12s %18s %18s %9s %9s\n", "K", "secondary MB", "device MB", "inter-node MB/step",
+                "intra-node MB/step", "vs K = 1", "inter s");
     for (const HpzRow& h : hpz)
-      std::printf("%-4d %13.3f %10.3f %17.4f %17.4f %10.0f%% %9.3g\n", h.partition, h.secondary_bytes / GB,
-                  h.device_bytes / GB, h.inter_node_bytes / GB, h.intra_node_bytes / GB,
+      std::printf("%-4d %13.3f %12.3f %18.3f %18.3f %8.0f%% %9.3g\n", h.partition, h.secondary_bytes / MB,
+                  h.device_bytes / MB, h.inter_node_bytes / MB, h.intra_node_bytes / MB,
                   100.0 * h.inter_node_bytes / hpz.front().inter_node_bytes, h.inter_node_s);
   }
   const int best = recommend(rows);
