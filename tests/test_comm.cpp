@@ -10,6 +10,7 @@
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #include "mpi_test_main.h"
+#include "train/node_share.h"
 
 namespace strata {
 namespace {
@@ -90,6 +91,32 @@ TEST(MpiComm, CountsTheRingVolumes) {
   world->all_gather(std::span<const float>(b), std::span<float>(a));
   EXPECT_EQ(world->counters().elements_sent, uint64_t(N - 1) * 1200);
   EXPECT_EQ(world->counters().calls, 1u);
+}
+
+// Each rank's share of its node (all ranks on one simulated node of 8 GiB and 8 CPUs): CPUs
+// and host RAM divided, never oversubscribed, and its NVMe path filled in.
+TEST(NodeShare, DividesTheNodeAmongItsRanks) {
+  const int N = world->size();
+  const Topology real = world->topology();
+  world->set_topology(Topology::blocks(N, N));
+  const size_t GiB = size_t(1) << 30;
+  const NodeShare s = node_share(world, 0, "/nvme/{host}/r{rank}-l{local_rank}-n{node}", 8 * GiB, 8);
+  EXPECT_EQ(s.local_size, N);
+  EXPECT_EQ(s.local_rank, world->rank());
+  EXPECT_EQ(s.cpus, 8 / N);
+  EXPECT_EQ(s.host_mem, 8 * GiB / 10 * 9 / size_t(N));
+  EXPECT_EQ(s.nvme_path, "/nvme/" + world->host() + "/r" + std::to_string(world->rank()) + "-l" +
+                             std::to_string(world->rank()) + "-n0");
+  EXPECT_EQ(node_share(world, 8 * GiB / size_t(N), "", 8 * GiB, 8).host_mem, 8 * GiB / size_t(N));
+  if (N > 1) {
+    try {
+      node_share(world, 8 * GiB / size_t(N) + 1, "", 8 * GiB, 8);
+      ADD_FAILURE() << "the node's RAM was oversubscribed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("more than its 8.00 GiB of RAM"), std::string::npos) << e.what();
+    }
+  }
+  world->set_topology(real);
 }
 
 TEST(MpiComm, BlockSizesAreChecked) {

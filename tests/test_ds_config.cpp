@@ -147,6 +147,12 @@ TEST(DsConfig, UnderstoodButUnimplementedIsRefused) {
   }
 }
 
+TEST(DsConfig, HierarchicalPartitionSize) {
+  const auto m = options_of(cli::translate_ds_config(
+      write_config(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8}})"), 16));
+  EXPECT_EQ(m.at("hpz-partition-size"), "8");
+}
+
 TEST(DsConfig, EditDistance) {
   EXPECT_EQ(cli::edit_distance("kitten", "sitting"), 3u);
   EXPECT_EQ(cli::edit_distance("", "abc"), 3u);

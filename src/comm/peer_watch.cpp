@@ -121,27 +121,19 @@ PeerWatch::PeerWatch(MPI_Comm comm, int rank, int size, std::vector<std::string>
   thread_ = std::thread([this] { run(); });
 }
 
-PeerWatch::~PeerWatch() {
-  if (!thread_.joinable()) return;
-  stop_ = true;
-  const char c = 0;
-  (void)!write(wake_[1], &c, 1);
-  thread_.join();
-  for (Link& l : links_) {
-    if (l.open) (void)!send(l.fd, &kBye, 1, MSG_NOSIGNAL);
-    close(l.fd);
-  }
-  close(wake_[0]), close(wake_[1]);
-}
+PeerWatch::~PeerWatch() { shut_down(kBye); }
 
-void PeerWatch::report_failure() {
+void PeerWatch::report_failure() { shut_down(kFailed); }
+
+// Stops the watch thread and leaves the ring with a last word to both neighbours.
+void PeerWatch::shut_down(char last_word) {
   if (!thread_.joinable()) return;
   stop_ = true;
   const char c = 0;
   (void)!write(wake_[1], &c, 1);
   thread_.join();
   for (Link& l : links_) {
-    if (l.open) (void)!send(l.fd, &kFailed, 1, MSG_NOSIGNAL);
+    if (l.open) (void)!send(l.fd, &last_word, 1, MSG_NOSIGNAL);
     close(l.fd);
     l.open = false, l.fd = -1;
   }

@@ -39,6 +39,7 @@ class PeerWatch {
     bool open = false;
   };
   void run();
+  void shut_down(char last_word);
   [[noreturn]] void lost(int rank, const std::string& why, int from_fd);
 
   int rank_, size_;
