@@ -40,11 +40,25 @@ down() {
   ip link del "$bridge" 2>/dev/null || true
 }
 
+# Restores host H's link and waits until it forwards again: neighbour entries that failed
+# while it was down are flushed (else the first connections after it fail).
+link_up() {
+  local ns=$prefix$1
+  ip link set "v-$ns" up
+  ip -n "$ns" neigh flush all 2>/dev/null || true
+  ip neigh flush dev "$bridge" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    ip -n "$ns" link show eth0 | grep -q "state UP" && ip link show "v-$ns" | grep -q "state UP" && break
+    sleep 0.1
+  done
+  sleep 1
+}
+
 case ${1:-} in
   up) up "${2:?how many hosts}" ;;
   down) down ;;
   link-down) ip link set "v-$prefix$2" down ;;
-  link-up) ip link set "v-$prefix$2" up ;;
+  link-up) link_up "$2" ;;
   mpirun)
     shift
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
