@@ -60,11 +60,12 @@ std::string gb(double bytes) {
   return b;
 }
 
-// The plan's row for a run's stage, offload and checkpointing.
+// The plan's row for a run's stage, offload and checkpointing (the suite expands only
+// combinations the plan has).
 const PlanRow& plan_row(const std::vector<PlanRow>& rows, int stage, const std::string& offload, bool ckpt) {
-  for (const PlanRow& r : rows)
-    if (r.stage == stage && r.offload == offload && r.checkpointing == ckpt) return r;
-  throw_error("no plan row for stage " + std::to_string(stage) + " offload " + offload, "internal error");
+  const PlanRow* r = find_plan_row(rows, stage, offload, ckpt);
+  STRATA_CHECK(r, "no plan row for stage " + std::to_string(stage) + " offload " + offload, "internal error");
+  return *r;
 }
 
 enum class Outcome { ok, out_of_memory, failed, skipped };
@@ -91,19 +92,24 @@ class Runner {
   const std::string& nvme_path() const { return nvme_path_; }
   int threads_per_rank(int ranks) const { return std::max(1, cpus_ / ranks); }
   int cpus() const { return cpus_; }
-
-  // One run. honour_plan: skip (with the plan's numbers) what the planner says cannot fit.
-  ojson run(const SuiteRun& r, const std::string& model_path, bool honour_plan, Outcome& outcome) {
-    const ModelSpec spec = ModelSpec::load(model_path);
+  // What strata plan is asked about run r (per rank: the device and host budgets).
+  PlanInput plan_input(const SuiteRun& r, const ModelSpec& spec) const {
     PlanInput in = plan_input_for(spec, r.ranks);
     in.mixed = r.precision != "f32";
     in.micro_batch = r.micro_batch, in.seq_len = r.seq_len;
     in.device_bytes = double(parse_bytes(r.device_mem, "device_mem"));
+    in.host_bytes = host_budget(r.ranks);
     in.threads = threads_per_rank(r.ranks);
     in.reduce_bucket = r.reduce_bucket_size, in.allgather_bucket = r.allgather_bucket_size;
     in.persistence_threshold = r.param_persistence_threshold;
-    const double host = host_budget(r.ranks);
-    in.host_bytes = host;
+    return in;
+  }
+
+  // One run. honour_plan: skip (with the plan's numbers) what the planner says cannot fit.
+  ojson run(const SuiteRun& r, const std::string& model_path, bool honour_plan, Outcome& outcome) {
+    const ModelSpec spec = ModelSpec::load(model_path);
+    PlanInput in = plan_input(r, spec);
+    const double host = in.host_bytes;
     if (r.offload.starts_with("nvme")) {
       fs::create_directories(nvme_path_);
       in.nvme_bytes = double(fs::space(nvme_path_).available) / r.ranks;
@@ -279,18 +285,11 @@ std::string family_config(const ScalingSpec& s, int layers, const std::string& d
 // first, then probes up (doubling the step) until a run does not fit, and a bisection.
 ojson scaling_cell(Runner& runner, const ScalingSpec& s, int stage, int ranks, const std::string& models_dir) {
   SuiteRun base;
-  base.sweep = "scaling", base.stage = stage, base.ranks = ranks, base.precision = s.precision;
-  base.micro_batch = s.micro_batch, base.seq_len = s.seq_len, base.steps = s.steps, base.device_mem = s.device_mem;
-  base.reduce_bucket_size = s.reduce_bucket_size, base.allgather_bucket_size = s.allgather_bucket_size;
-  base.param_persistence_threshold = s.param_persistence_threshold;
-  const double budget = double(parse_bytes(s.device_mem, "device_mem"));
+  static_cast<RunSettings&>(base) = s;
+  base.sweep = "scaling", base.stage = stage, base.ranks = ranks;
   int planned = 0;
   for (int L = 1; L <= s.max_layers; ++L) {
-    PlanInput in = plan_input_for(ModelSpec::load(family_config(s, L, models_dir)), ranks);
-    in.mixed = s.precision != "f32", in.micro_batch = s.micro_batch, in.seq_len = s.seq_len, in.device_bytes = budget;
-    in.threads = runner.threads_per_rank(ranks);
-    in.reduce_bucket = s.reduce_bucket_size, in.allgather_bucket = s.allgather_bucket_size;
-    in.persistence_threshold = s.param_persistence_threshold;
+    const PlanInput in = runner.plan_input(base, ModelSpec::load(family_config(s, L, models_dir)));
     if (!plan_row(make_plan(in), stage, "none", false).fits) break;
     planned = L;
   }

@@ -56,6 +56,19 @@ int64_t persistence(const json& j, int64_t fallback, const std::string& where) {
   return v;
 }
 
+void read_run_settings(const json& s, RunSettings& r, const std::string& where) {
+  r.precision = get<std::string>(s, "precision", r.precision, where);
+  STRATA_CHECK(r.precision == "f32" || r.precision == "bf16" || r.precision == "f16",
+               where + ": precision '" + r.precision + "'", "use f32, bf16 or f16");
+  r.micro_batch = positive_key(s, "micro_batch", r.micro_batch, where);
+  r.seq_len = positive_key(s, "seq_len", r.seq_len, where);
+  r.steps = positive_key(s, "steps", r.steps, where);
+  r.device_mem = get<std::string>(s, "device_mem", r.device_mem, where);
+  r.reduce_bucket_size = bucket(s, "reduce_bucket_size", r.reduce_bucket_size, where);
+  r.allgather_bucket_size = bucket(s, "allgather_bucket_size", r.allgather_bucket_size, where);
+  r.param_persistence_threshold = persistence(s, r.param_persistence_threshold, where);
+}
+
 }  // namespace
 
 SuiteSpec load_suite(const std::string& path, const std::string& mode) {
@@ -81,16 +94,7 @@ SuiteSpec load_suite(const std::string& path, const std::string& mode) {
                where);
     SuiteRun base;
     base.sweep = name;
-    base.precision = get<std::string>(s, "precision", base.precision, where);
-    STRATA_CHECK(base.precision == "f32" || base.precision == "bf16" || base.precision == "f16",
-                 where + ": precision '" + base.precision + "'", "use f32, bf16 or f16");
-    base.micro_batch = positive_key(s, "micro_batch", base.micro_batch, where);
-    base.seq_len = positive_key(s, "seq_len", base.seq_len, where);
-    base.steps = positive_key(s, "steps", base.steps, where);
-    base.device_mem = get<std::string>(s, "device_mem", base.device_mem, where);
-    base.reduce_bucket_size = bucket(s, "reduce_bucket_size", base.reduce_bucket_size, where);
-    base.allgather_bucket_size = bucket(s, "allgather_bucket_size", base.allgather_bucket_size, where);
-    base.param_persistence_threshold = persistence(s, base.param_persistence_threshold, where);
+    read_run_settings(s, base, where);
     const auto models = get<std::vector<std::string>>(s, "models", {}, where);
     const auto stages = get<std::vector<int>>(s, "stages", {0}, where);
     const auto offloads = get<std::vector<std::string>>(s, "offload", {"none"}, where);
@@ -129,17 +133,10 @@ SuiteSpec load_suite(const std::string& path, const std::string& mode) {
     c.n_head = positive_key(s, "n_head", c.n_head, where);
     c.vocab_size = positive_key(s, "vocab_size", c.vocab_size, where);
     c.n_positions = positive_key(s, "n_positions", c.n_positions, where);
-    c.device_mem = get<std::string>(s, "device_mem", c.device_mem, where);
     c.stages = get<std::vector<int>>(s, "stages", c.stages, where);
     c.ranks = get<std::vector<int>>(s, "ranks", c.ranks, where);
     c.max_layers = positive_key(s, "max_layers", c.max_layers, where);
-    c.micro_batch = positive_key(s, "micro_batch", c.micro_batch, where);
-    c.seq_len = positive_key(s, "seq_len", c.seq_len, where);
-    c.steps = positive_key(s, "steps", c.steps, where);
-    c.precision = get<std::string>(s, "precision", c.precision, where);
-    c.reduce_bucket_size = bucket(s, "reduce_bucket_size", c.reduce_bucket_size, where);
-    c.allgather_bucket_size = bucket(s, "allgather_bucket_size", c.allgather_bucket_size, where);
-    c.param_persistence_threshold = persistence(s, c.param_persistence_threshold, where);
+    read_run_settings(s, c, where);
     STRATA_CHECK(c.seq_len <= c.n_positions, where + ": seq_len exceeds n_positions", "raise n_positions");
     for (int st : c.stages) STRATA_CHECK(st >= 0 && st <= 3, where + ": stage " + std::to_string(st), "use 0-3");
     for (int r : c.ranks) positive(r, "ranks", where);

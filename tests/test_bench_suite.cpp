@@ -55,6 +55,7 @@ TEST(BenchSuite, BadFilesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of(R"({"quick": {"sweeps": [{"name": "a", "models": ["m"], "ranks": [0]}]}})").find("ranks"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"quick": {"sweeps": [{"name": "a", "models": "m"}]}})").find("wrong type"), std::string::npos);
+  EXPECT_NE(error_of(R"({"quick": {"scaling": {"precision": "fp8"}}})").find("precision 'fp8'"), std::string::npos);
   EXPECT_NE(error_of(R"({"full": {}})").find("no 'quick'"), std::string::npos);
   EXPECT_NE(error_of("{").find("invalid JSON"), std::string::npos);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/model_factory.h"
@@ -90,25 +91,6 @@ std::vector<std::string> apply_bench_results(const std::string& path, PlanInput&
   return used;
 }
 
-double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size) {
-  std::vector<zero::ParamSpan> table;
-  int64_t off = 0;
-  for (const ParamSpec& s : unit_layout(spec)) {
-    table.push_back({s.name, s.unit, off, s.shape.numel(), false});
-    off += s.shape.numel();
-  }
-  return double(zero::PartitionLayout(table, ranks, sub_group_size).padded_elements());
-}
-
-PlanInput plan_input_for(const ModelSpec& spec, int ranks) {
-  PlanInput in;
-  in.model = spec;
-  in.psi = double(spec.num_params());
-  in.padded_psi = padded_param_count(spec, ranks, in.sub_group_size);
-  in.ranks = ranks;
-  return in;
-}
-
 namespace {
 
 // The model's parameter table as the trainer hands it to the engine, and elements per unit.
@@ -126,6 +108,26 @@ std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const 
 
 }  // namespace
 
+double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size) {
+  return double(zero::PartitionLayout(param_table(spec).first, ranks, sub_group_size).padded_elements());
+}
+
+const PlanRow* find_plan_row(const std::vector<PlanRow>& rows, int stage, const std::string& offload,
+                             bool checkpointing) {
+  for (const PlanRow& r : rows)
+    if (r.stage == stage && r.offload == offload && r.checkpointing == checkpointing) return &r;
+  return nullptr;
+}
+
+PlanInput plan_input_for(const ModelSpec& spec, int ranks) {
+  PlanInput in;
+  in.model = spec;
+  in.psi = double(spec.num_params());
+  in.padded_psi = padded_param_count(spec, ranks, in.sub_group_size);
+  in.ranks = ranks;
+  return in;
+}
+
 std::vector<HpzRow> plan_hpz(const PlanInput& in) {
   std::vector<HpzRow> out;
   const int L = in.ranks_per_node > 0 ? in.ranks_per_node : in.ranks;
@@ -135,9 +137,7 @@ std::vector<HpzRow> plan_hpz(const PlanInput& in) {
   const zero::PartitionLayout lay(table, in.ranks, in.sub_group_size);
   PlanInput base = in;
   base.hpz_partition_size = 1;
-  double device = 0;
-  for (const PlanRow& r : make_plan(base))
-    if (r.stage == 3 && r.offload == "none" && !r.checkpointing) device = r.device;
+  const double device = find_plan_row(make_plan(base), 3, "none", false)->device;
   const size_t esz = in.mixed ? 2 : 4;
   for (int K = 1; K <= L; ++K) {
     if (L % K != 0) continue;
@@ -152,7 +152,11 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
   const int N = in.ranks;
   const double psi = in.psi, part = (in.padded_psi > 0 ? in.padded_psi : psi) / N;
   const double tokens = double(in.micro_batch) * in.seq_len;
-  const double buffers = double(in.pin_buffers) * double((in.pin_buffer_bytes + 4095) / 4096 * 4096);  // staging
+  const uint64_t staging_buffer = uint64_t(in.pin_buffer_bytes + 4095) / 4096 * 4096;  // page-rounded, as allocated
+  const double buffers = double(in.pin_buffers) * double(staging_buffer);
+  std::vector<zero::ParamSpan> table;
+  std::vector<int64_t> units;
+  if (in.model) std::tie(table, units) = param_table(*in.model);
   for (int stage = 0; stage <= 3; ++stage)
     for (const char* off : {"none", "cpu", "nvme", "cpu+param", "nvme+param"})
       for (bool ckpt : {false, true}) {
@@ -173,10 +177,8 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           zo.sub_group_size = in.sub_group_size, zo.param_persistence_threshold = in.persistence_threshold;
           zo.prefetch_depth = in.prefetch_depth;
           if (stage == 3) zo.hpz_partition_size = in.hpz_partition_size;
-          const auto [table, units] = param_table(*in.model);
           const DType dt = in.mixed ? DType::bf16 : DType::f32;
-          const zero::EngineFootprint f =
-              zero::engine_footprint(table, units, N, dt, zo, uint64_t(in.pin_buffer_bytes + 4095) / 4096 * 4096);
+          const zero::EngineFootprint f = zero::engine_footprint(table, units, N, dt, zo, staging_buffer);
           const ModelStorage storage{stage < 3, false, stage == 0, ckpt, nullptr};
           const double model_bytes = double(model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, storage));
           r.activations = double(

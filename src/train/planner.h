@@ -72,6 +72,10 @@ double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_si
 PlanInput plan_input_for(const ModelSpec& spec, int ranks);
 
 std::vector<PlanRow> make_plan(const PlanInput& in);
+// The row for a stage, offload (none | cpu | nvme | cpu+param | nvme+param) and
+// checkpointing; null when the plan has none (e.g. offload at stage 0).
+const PlanRow* find_plan_row(const std::vector<PlanRow>& rows, int stage, const std::string& offload,
+                             bool checkpointing);
 
 // Stage 3 across nodes: per rank, what a secondary partition of K ranks costs in device
 // memory and what it saves in cross-node traffic per step (zero/comm_volume.h), for K = 1

@@ -806,38 +806,35 @@ void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
     if (g.persistent) {
       std::memcpy(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
                   size_t(g.count) * esz);
-    } else if (from_secondary) {
-      if (low_precision())
-        gather_secondary(gi, reinterpret_cast<uint16_t*>(at));
-      else
-        gather_secondary(gi, reinterpret_cast<float*>(at));
+    } else if (low_precision()) {
+      gather_partitioned(gi, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
+                         reinterpret_cast<uint16_t*>(at), from_secondary);
     } else {
-      if (low_precision())
-        gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
-                     reinterpret_cast<uint16_t*>(at));
-      else
-        gather_group(g, lay.shard_offset(gi) - base, reinterpret_cast<const float*>(shard),
-                     reinterpret_cast<float*>(at));
-      // Before the next sub-group's gather overwrites this one's padding.
-      if (hpz()) keep_secondary(gi, at, esz);
+      gather_partitioned(gi, lay.shard_offset(gi) - base, reinterpret_cast<const float*>(shard),
+                         reinterpret_cast<float*>(at), from_secondary);
     }
   }
   if (hpz()) secondary_valid_[size_t(unit)] = 1;
 }
 
+// Sub-group g, padded, into padded_out: across all ranks from this rank's slice at
+// shard + shard_off, or with hpZ within the group from the secondary partition.
 template <typename T>
-void ZeroEngine::gather_secondary(int g, T* padded_out) {
+void ZeroEngine::gather_partitioned(int g, int64_t shard_off, const T* shard, T* padded_out, bool from_secondary) {
   const SubGroup& s = layout_->sub_groups()[size_t(g)];
+  if (!hpz()) {
+    gather_group(s, shard_off, shard, padded_out);
+    return;
+  }
   const size_t slice = size_t(s.padded / hpz_comm_->size());
-  hpz_comm_->all_gather(std::span<const T>(secondary_.as<T>() + secondary_offset_[size_t(g)], slice),
-                        std::span<T>(padded_out, size_t(s.padded)));
-}
-
-void ZeroEngine::keep_secondary(int g, const char* padded, size_t esz) {
-  const SubGroup& s = layout_->sub_groups()[size_t(g)];
-  const size_t slice = size_t(s.padded / hpz_comm_->size());
-  std::memcpy(static_cast<char*>(secondary_.data()) + size_t(secondary_offset_[size_t(g)]) * esz,
-              padded + size_t(hpz_comm_->rank()) * slice * esz, slice * esz);
+  T* mine = secondary_.as<T>() + secondary_offset_[size_t(g)];
+  if (from_secondary) {
+    hpz_comm_->all_gather(std::span<const T>(mine, slice), std::span<T>(padded_out, size_t(s.padded)));
+  } else {
+    gather_group(s, shard_off, shard, padded_out);
+    // Kept before the next sub-group's gather overwrites this one's padding.
+    std::memcpy(mine, padded_out + size_t(hpz_comm_->rank()) * slice, slice * sizeof(T));
+  }
 }
 
 int64_t ZeroEngine::unit_shard_begin(int unit) const {

@@ -199,9 +199,8 @@ class ZeroEngine final : public UnitHooks {
   void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
   void gather_unit_work(int unit, int64_t offset);  // stage 3
   template <typename T>
-  void gather_secondary(int g, T* padded_out);                 // hpZ: within the group
-  void keep_secondary(int g, const char* padded, size_t esz);  // hpZ: this rank's 1/K slice
-  void publish_persistent();                                   // stage 3
+  void gather_partitioned(int g, int64_t shard_off, const T* shard, T* padded_out, bool from_secondary);
+  void publish_persistent();  // stage 3
   // Main thread.
   void reduce_stage0();
   void reduce_stage1();
