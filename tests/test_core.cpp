@@ -54,6 +54,27 @@ TEST(Parse, BytesIntsAndDoublesAreStrict) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--steps"), std::string::npos);
   }
+  // Overflow and ranges are "out of range", naming the option, never "not an integer".
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(message([] {
+              parse_int("99999999999999999999", "--steps");
+            }).find("--steps: 99999999999999999999 is out of range"),
+            std::string::npos);
+  EXPECT_NE(
+      message([] { parse_int32("3000000000", "--micro-batch"); }).find("--micro-batch: 3000000000 is out of range"),
+      std::string::npos);
+  EXPECT_NE(message([] { parse_int("-1", "--seed", 0); }).find("out of range [0, "), std::string::npos);
+  EXPECT_NE(message([] { parse_double("1e999", "--lr"); }).find("--lr: 1e999 is out of range"), std::string::npos);
+  EXPECT_NE(message([] { parse_count("1e30", "--reduce-bucket-size"); }).find("out of range"), std::string::npos);
+  EXPECT_NE(message([] { parse_bytes("1e30GiB", "--device-mem"); }).find("out of range"), std::string::npos);
+  EXPECT_EQ(parse_int32("-7", "--x"), -7);
 }
 
 TEST(FormatBytes, HumanReadable) {

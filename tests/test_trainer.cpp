@@ -4,15 +4,20 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "test_util.h"
 #include "train/lr_schedule.h"
+#include "train/metrics_log.h"
 #include "train/planner.h"
+#include "train/run_lock.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 #include "zero/adamw.h"
 
@@ -182,6 +187,96 @@ TEST(Trainer, OptimizerIsTheFusedCpuAdamOnEveryIsa) {
   TrainOptions bad = small_run("isa_bad");
   bad.adam_isa = "sse9";
   EXPECT_THROW(train(bad), Error);
+}
+
+TEST(Trainer, EveryOptionRangeIsCheckedNamingTheOption) {
+  auto refused = [](auto change, const std::string& option) {
+    TrainOptions o;
+    change(o);
+    try {
+      validate_options(o);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << option << " was accepted";
+  };
+  EXPECT_NO_THROW(validate_options(TrainOptions{}));
+  refused([](TrainOptions& o) { o.threads = -1; }, "--threads");
+  refused([](TrainOptions& o) { o.steps = 0; }, "--steps");
+  refused([](TrainOptions& o) { o.beta2 = 1; }, "--beta2");
+  refused([](TrainOptions& o) { o.aio_block_size = 1000; }, "--aio-block-size");
+  refused([](TrainOptions& o) { o.keep_checkpoints = -1; }, "--keep-checkpoints");
+  refused([](TrainOptions& o) { o.offload_optimizer = "nvme"; }, "--nvme-path");
+}
+
+TEST(RunLock, OneRunPerOutDirectoryAndStaleLocksAreTakenOver) {
+  const std::string dir = small_run("lock").out;
+  std::filesystem::remove_all(dir);
+  {
+    RunLock first(dir, nullptr);
+    EXPECT_TRUE(first.taken_over().empty());
+    try {  // flock is per open file: a second lock in this process is refused like another run's
+      RunLock second(dir, nullptr);
+      ADD_FAILURE() << "a second lock on one directory";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("in use by another run (PID " + std::to_string(getpid()) + " on host "),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  {
+    RunLock clean(dir, nullptr);  // a clean release names no owner
+    EXPECT_TRUE(clean.taken_over().empty());
+  }
+  std::ofstream(dir + "/.lock") << "gone-host-4242";  // what a killed run leaves
+  {
+    RunLock after(dir, nullptr);
+    EXPECT_EQ(after.taken_over(), "PID 4242 on host gone-host");
+  }
+  LockOwner o;
+  ASSERT_TRUE(parse_owner_tag("node-3-17", &o));
+  EXPECT_EQ(o.host, "node-3");
+  EXPECT_EQ(o.pid, 17);
+  EXPECT_FALSE(parse_owner_tag("nodash", &o));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trainer, AStopRequestFinishesTheStepAndSaves) {
+  TrainOptions o = small_run("stop");
+  o.save_every = 100;
+  o.on_step_begin = [](int64_t step) {
+    if (step == 3) request_stop(SIGTERM);  // as the signal thread does, mid-run
+  };
+  const TrainResult r = train(o);
+  request_stop(0);
+  EXPECT_EQ(r.stop_signal, SIGTERM);
+  ASSERT_EQ(r.steps.size(), 4u);  // the step during which it came is finished
+  EXPECT_TRUE(std::filesystem::exists(o.out + "/checkpoints/step-00000004/manifest.json"));
+  TrainOptions again = o;
+  again.on_step_begin = nullptr, again.resume = true;
+  const TrainResult rest = train(again);
+  EXPECT_EQ(rest.resumed_from, 4);
+  EXPECT_EQ(rest.steps.size(), 26u);
+  again.steps = 30;
+  EXPECT_TRUE(train(again).already_complete);
+  std::filesystem::remove_all(o.out);
+}
+
+TEST(MetricsLog, AResumeKeepsTheStepsUpToItsCheckpoint) {
+  const std::string dir = small_run("metrics").out;
+  std::filesystem::remove_all(dir);
+  {
+    MetricsLog log(dir);
+    for (int s = 1; s <= 6; ++s) log.write({{"step", s}, {"loss", 1.0 / s}});
+  }
+  { MetricsLog resumed(dir, 4); }
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<int> steps;
+  for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line)["step"].get<int>());
+  EXPECT_EQ(steps, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.jsonl.tmp"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LrSchedule, WarmupThenCosine) {

@@ -155,7 +155,7 @@ uint64_t expected_elements(const Case& c, int64_t steps, int64_t skipped, int64_
   const bool untied = ModelSpec::load(test::source_path(c.model)).arch == "llama";
   const uint64_t n1 = uint64_t(N - 1);
   const auto ring = [&](double n) { return uint64_t(2.0 * (N - 1) / N * n + 0.5); };  // one all-reduce call
-  uint64_t per_step = ring(3);  // loss, squared norm and overflow flag in one all-reduce
+  uint64_t per_step = ring(4);  // loss, squared norm, overflow flag and stop request in one all-reduce
   switch (c.stage) {
     case 0:  // all-reduce of the gradients, in chunks of the bucket size: 2Ψ(N-1)/N
       for (int64_t i = 0; i < num_params; i += c.rs_bucket)
@@ -176,6 +176,7 @@ uint64_t expected_elements(const Case& c, int64_t steps, int64_t skipped, int64_
   int64_t logged = 0;
   for (int64_t s = 0; s < steps; ++s) logged += (s + 1) % 10 == 0 || s == 0 || s + 1 == steps;
   uint64_t once = n1 * uint64_t(5 + logged);  // per-rank memory (5 kinds), comm bytes per logged step
+  once += ring(1);                            // the --out lock, agreed at start-up
   if (c.stage > 0) once += n1 * S;            // the final gather of the parameters (test)
   if (c.stage == 3) once += n1 * S_persist;   // persistent parameters at start-up
   if ((c.stage == 1 || c.stage == 2) && c.precision != DType::f32) once += n1 * S;  // 16-bit copy at start-up

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev liburing-dev libcxxopts-dev libgtest-dev
           libopenmpi-dev openmpi-bin nlohmann-json3-dev libxxhash-dev libsentencepiece-dev gnuplot-nox
-          iproute2 procps)
+          iproute2 procps python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -32,7 +32,7 @@ static int bench_model_main(int argc, char** argv) {
   if (auto done = parse_options(o, argc, argv, "bench model", r)) return *done;
   bench::ModelBenchOptions b;
   try {
-    auto gi = [&](const char* k) { return int(parse_int(r[k].as<std::string>(), std::string("--") + k)); };
+    auto gi = [&](const char* k) { return parse_int32(r[k].as<std::string>(), std::string("--") + k); };
     b.model = r["model"].as<std::string>();
     b.micro_batch = gi("micro-batch");
     b.seq_len = gi("seq-len");
@@ -80,8 +80,8 @@ static int bench_adam_main(int argc, char** argv) {
       if (n <= 0) return usage_error("bench adam", "--sizes: sizes must be positive");
       b.sizes.push_back(n);
     }
-    b.threads = int(parse_int(r["threads"].as<std::string>(), "--threads"));
-    b.repeats = int(parse_int(r["repeats"].as<std::string>(), "--repeats"));
+    b.threads = parse_int32(r["threads"].as<std::string>(), "--threads");
+    b.repeats = parse_int32(r["repeats"].as<std::string>(), "--repeats");
     b.isa = r["isa"].as<std::string>();
     cpu::parse_adam_isa(b.isa);
     b.pin = r.count("pin") > 0;
@@ -106,8 +106,8 @@ static int bench_comm_main(int argc, char** argv) {
   try {
     b.min_bytes = (long long)parse_bytes(r["min-bytes"].as<std::string>(), "--min-bytes");
     b.max_bytes = (long long)parse_bytes(r["max-bytes"].as<std::string>(), "--max-bytes");
-    b.iters = int(parse_int(r["iters"].as<std::string>(), "--iters"));
-    b.warmup = int(parse_int(r["warmup"].as<std::string>(), "--warmup"));
+    b.iters = parse_int32(r["iters"].as<std::string>(), "--iters");
+    b.warmup = parse_int32(r["warmup"].as<std::string>(), "--warmup");
   } catch (const Error& e) {
     return usage_error("bench comm", e.what_failed());
   }
@@ -186,9 +186,9 @@ static int bench_nvme_main(int argc, char** argv) {
     for (const auto& v : split(r["request-sizes"].as<std::string>()))
       b.request_sizes.push_back((long long)parse_bytes(v, "--request-sizes"));
     for (const auto& v : split(r["queue-depths"].as<std::string>()))
-      b.queue_depths.push_back(int(parse_int(v, "--queue-depths")));
+      b.queue_depths.push_back(parse_int32(v, "--queue-depths"));
     b.fio = r["fio"].as<std::string>();
-    b.repeats = int(parse_int(r["repeats"].as<std::string>(), "--repeats"));
+    b.repeats = parse_int32(r["repeats"].as<std::string>(), "--repeats");
   } catch (const Error& e) {
     return usage_error("bench nvme", e.what_failed());
   }

@@ -47,29 +47,29 @@ int plan_main(int argc, char** argv) {
   try {
     const std::string model = r["model"].as<std::string>(), params = r["params"].as<std::string>();
     if (model.empty() == params.empty()) return usage_error("plan", "give one of --model FILE or --params COUNT");
-    in.ranks = int(parse_int(r["ranks"].as<std::string>(), "--ranks"));
+    in.ranks = parse_int32(r["ranks"].as<std::string>(), "--ranks");
     if (in.ranks < 1) return usage_error("plan", "--ranks must be positive");
     const std::string prec = r["precision"].as<std::string>();
     if (prec != "f32" && prec != "bf16" && prec != "f16")
       return usage_error("plan", "--precision: '" + prec + "' is not f32, bf16 or f16");
     in.mixed = prec != "f32";
-    in.micro_batch = int(parse_int(r["micro-batch"].as<std::string>(), "--micro-batch"));
-    in.threads = int(parse_int(r["threads"].as<std::string>(), "--threads"));
+    in.micro_batch = parse_int32(r["micro-batch"].as<std::string>(), "--micro-batch");
+    in.threads = parse_int32(r["threads"].as<std::string>(), "--threads");
     in.reduce_bucket = parse_count(r["reduce-bucket-size"].as<std::string>(), "--reduce-bucket-size");
     in.allgather_bucket = parse_count(r["allgather-bucket-size"].as<std::string>(), "--allgather-bucket-size");
     if (in.reduce_bucket < 1 || in.allgather_bucket < 1) return usage_error("plan", "bucket sizes must be positive");
     in.persistence_threshold =
         parse_count(r["param-persistence-threshold"].as<std::string>(), "--param-persistence-threshold");
-    in.prefetch_depth = int(parse_int(r["prefetch-depth"].as<std::string>(), "--prefetch-depth"));
+    in.prefetch_depth = parse_int32(r["prefetch-depth"].as<std::string>(), "--prefetch-depth");
     if (in.prefetch_depth < 0) return usage_error("plan", "--prefetch-depth must not be negative");
-    in.ranks_per_node = int(parse_int(r["ranks-per-node"].as<std::string>(), "--ranks-per-node"));
+    in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");
     if (in.ranks_per_node < 0 || (in.ranks_per_node > 0 && in.ranks % in.ranks_per_node != 0))
       return usage_error("plan", "--ranks-per-node must divide --ranks (or be 0: one node)");
-    in.hpz_partition_size = int(parse_int(r["hpz-partition-size"].as<std::string>(), "--hpz-partition-size"));
+    in.hpz_partition_size = parse_int32(r["hpz-partition-size"].as<std::string>(), "--hpz-partition-size");
     if (in.hpz_partition_size < 1 || in.ranks % in.hpz_partition_size != 0)
       return usage_error("plan", "--hpz-partition-size must be a positive divisor of --ranks");
     if (in.threads <= 0) in.threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    in.seq_len = int(parse_int(r["seq-len"].as<std::string>(), "--seq-len"));
+    in.seq_len = parse_int32(r["seq-len"].as<std::string>(), "--seq-len");
     if (!params.empty()) {
       in.psi = parse_double(params, "--params");
       if (!(in.psi >= 1)) return usage_error("plan", "--params must be at least 1");

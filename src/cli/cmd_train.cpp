@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/text_file.h"
 #include "model/model_spec.h"
 #include "train/run_summary.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace strata::cli {
@@ -119,7 +121,10 @@ int train_main(int argc, char** argv) {
       "offload-activations", "none | cpu: activation checkpoints in host RAM", str(d.offload_activations))(
       "save-every", "steps between checkpoints in OUT/checkpoints (0 = none; the last step is saved too)",
       s(d.save_every))("keep-checkpoints", "complete checkpoints kept, newest first (0 = all)", s(d.keep_checkpoints))(
-      "resume", "continue from the newest complete checkpoint in --out (any world size or stage; fresh if none)")(
+      "resume",
+      "continue from the newest complete checkpoint in --out (any world size or stage; fresh if none; a finished "
+      "run exits 0)")("allow-changes",
+                      "with --resume: allow a different --precision, --seq-len or global batch than the checkpoint's")(
       "summary",
       "write the run's summary to this JSON file: tokens/s, TFLOP/s per device, MFU, peak bytes per tier, "
       "collective bytes, overlap (first step untimed; strata bench suite reads it)",
@@ -136,7 +141,7 @@ int train_main(int argc, char** argv) {
     try {
       from_config = translate_ds_config(config, launched_world_size());
     } catch (const Error& e) {
-      return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
+      return usage_error("train", e.what_failed() + (e.hint().empty() ? "" : " (" + e.hint() + ")"));
     }
     std::vector<std::string> flags;
     for (const auto& g : o.groups())
@@ -168,22 +173,23 @@ int train_main(int argc, char** argv) {
     return 0;
   }
   TrainOptions t;
+  const std::string summary = r["summary"].as<std::string>();
+  double peak_tflops = 0;
   try {
     auto gi = [&](const char* k) { return parse_int(r[k].as<std::string>(), std::string("--") + k); };
+    auto gint = [&](const char* k) { return parse_int32(r[k].as<std::string>(), std::string("--") + k); };
     auto gd = [&](const char* k) { return parse_double(r[k].as<std::string>(), std::string("--") + k); };
     t.model = r["model"].as<std::string>();
     t.data = r["data"].as<std::string>();
     t.data_format = r["data-format"].as<std::string>();
     t.tokenizer = r["tokenizer"].as<std::string>();
     t.steps = gi("steps");
-    t.micro_batch = int(gi("micro-batch"));
-    t.grad_accum = int(gi("grad-accum"));
-    t.seq_len = int(gi("seq-len"));
+    t.micro_batch = gint("micro-batch");
+    t.grad_accum = gint("grad-accum");
+    t.seq_len = gint("seq-len");
     t.lr = gd("lr");
     t.warmup = gi("warmup");
     t.lr_decay = r["lr-decay"].as<std::string>();
-    if (t.lr_decay != "cosine" && t.lr_decay != "linear" && t.lr_decay != "constant")
-      return usage_error("train", "--lr-decay: '" + t.lr_decay + "' is not cosine, linear or constant");
     t.min_lr_ratio = gd("min-lr-ratio");
     t.weight_decay = gd("weight-decay");
     t.beta1 = gd("beta1");
@@ -194,38 +200,41 @@ int train_main(int argc, char** argv) {
     if (prec != "f32" && prec != "bf16" && prec != "f16")
       return usage_error("train", "--precision: '" + prec + "' is not f32, bf16 or f16");
     t.precision = parse_dtype(prec);
-    t.seed = uint64_t(gi("seed"));
+    t.seed = uint64_t(parse_int(r["seed"].as<std::string>(), "--seed", 0));
     t.out = r["out"].as<std::string>();
     t.log_every = gi("log-every");
-    t.threads = int(gi("threads"));
+    t.threads = gint("threads");
     t.adam_isa = r["adam-isa"].as<std::string>();
     t.pin_threads = r.count("pin-threads") > 0;
-    if (t.adam_isa != "auto" && t.adam_isa != "scalar" && t.adam_isa != "avx2" && t.adam_isa != "avx512")
-      return usage_error("train", "--adam-isa: '" + t.adam_isa + "' is not auto, scalar, avx2 or avx512");
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
-    t.zero_stage = int(gi("zero-stage"));
+    t.zero_stage = gint("zero-stage");
     t.sub_group_size = gi("sub-group-size");
     auto gc = [&](const char* k) { return parse_count(r[k].as<std::string>(), std::string("--") + k); };
+    auto gc32 = [&](const char* k) {  // a count stored as int
+      const int64_t v = gc(k);
+      STRATA_CHECK(v <= std::numeric_limits<int>::max(),
+                   std::string("--") + k + ": " + std::to_string(v) + " is out of range (at most 2147483647)",
+                   "give a smaller count");
+      return int(v);
+    };
     t.reduce_bucket_size = gc("reduce-bucket-size");
     t.allgather_bucket_size = gc("allgather-bucket-size");
-    t.prefetch_depth = int(gc("prefetch-depth"));
+    t.prefetch_depth = gc32("prefetch-depth");
     t.prefetch_bucket_size = gc("prefetch-bucket-size");
     t.param_persistence_threshold = gc("param-persistence-threshold");
     t.max_live_params = gc("max-live-params");
     if (const std::string h = r["hpz-partition-size"].as<std::string>(); h == "node")
       t.hpz_partition_size = 0;
-    else if (const int64_t k = parse_int(h, "--hpz-partition-size"); k >= 1)
-      t.hpz_partition_size = int(k);
     else
-      return usage_error("train", "--hpz-partition-size: '" + h + "' is not a positive number of ranks or 'node'");
+      t.hpz_partition_size = int(parse_int(h, "--hpz-partition-size", 1, std::numeric_limits<int>::max()));
     const std::string overlap = r["overlap-comm"].as<std::string>();
     if (overlap != "true" && overlap != "false")
       return usage_error("train", "--overlap-comm: '" + overlap + "' is not true or false");
     t.overlap_comm = overlap == "true";
     t.loss_scale = gd("loss-scale");
-    t.initial_scale_power = int(gi("initial-scale-power"));
+    t.initial_scale_power = gint("initial-scale-power");
     t.loss_scale_window = gc("loss-scale-window");
-    t.hysteresis = int(gi("hysteresis"));
+    t.hysteresis = gint("hysteresis");
     t.min_loss_scale = gd("min-loss-scale");
     auto boolean = [&](const char* k, bool& out) {
       const std::string v = r[k].as<std::string>();
@@ -235,68 +244,53 @@ int train_main(int argc, char** argv) {
     };
     if (const std::string h = r["host-mem"].as<std::string>(); h != "auto") {
       t.host_mem = parse_bytes(h, "--host-mem");
-      if (t.host_mem == 0) return usage_error("train", "--host-mem must be positive (or auto)");
+      STRATA_CHECK(t.host_mem > 0, "--host-mem: 0 is out of range: must be positive (or auto)",
+                   "e.g. --host-mem 64GiB");
     }
     t.offload_optimizer = r["offload-optimizer"].as<std::string>();
     t.offload_param = r["offload-param"].as<std::string>();
-    for (const auto& [k, v] :
-         {std::pair{"--offload-optimizer", t.offload_optimizer}, {"--offload-param", t.offload_param}})
-      if (v != "none" && v != "cpu" && v != "nvme")
-        return usage_error("train", std::string(k) + ": '" + v + "' is not none, cpu or nvme");
     t.nvme_path = r["nvme-path"].as<std::string>();
-    t.aio_queue_depth = int(gi("aio-queue-depth"));
+    t.aio_queue_depth = gint("aio-queue-depth");
     t.aio_block_size = parse_bytes(r["aio-block-size"].as<std::string>(), "--aio-block-size");
     t.nvme_checksum = r.count("nvme-checksum") > 0;
     t.offload_ratio = gd("offload-ratio");
-    if (!(t.offload_ratio >= 0 && t.offload_ratio <= 1))
-      return usage_error("train", "--offload-ratio must be between 0 and 1");
     boolean("speculative-step", t.speculative_step);
     boolean("bind-cpus", t.bind_cpus);
-    t.pin_buffer_count = int(gi("pin-buffer-count"));
+    t.pin_buffer_count = gint("pin-buffer-count");
     t.pin_buffer_size = parse_bytes(r["pin-buffer-size"].as<std::string>(), "--pin-buffer-size");
     t.activation_checkpointing = r.count("activation-checkpointing") > 0;
     t.offload_activations = r["offload-activations"].as<std::string>();
-    if (t.offload_activations != "none" && t.offload_activations != "cpu")
-      return usage_error("train", "--offload-activations: '" + t.offload_activations + "' is not none or cpu");
-    t.device_threads = int(gi("device-threads"));
-    t.host_threads = int(gi("host-threads"));
+    t.device_threads = gint("device-threads");
+    t.host_threads = gint("host-threads");
     t.comm_timeout = gd("comm-timeout");
     t.save_every = gc("save-every");
-    t.keep_checkpoints = int(gc("keep-checkpoints"));
+    t.keep_checkpoints = gc32("keep-checkpoints");
     t.resume = r.count("resume") > 0;
+    t.allow_changes = r.count("allow-changes") > 0;
+    validate_options(t);  // every range, in one place
+    peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
+    STRATA_CHECK(peak_tflops >= 0,
+                 "--peak-tflops: " + r["peak-tflops"].as<std::string>() + " is out of range: must not be negative",
+                 "0 = unknown");
   } catch (const Error& e) {
-    return usage_error("train", e.what_failed() + " (" + e.hint() + ")");
+    return usage_error("train", e.what_failed() + (e.hint().empty() ? "" : " (" + e.hint() + ")"));
   }
-  if (t.zero_stage < 0 || t.zero_stage > 3)
-    return usage_error("train", "--zero-stage: " + std::to_string(t.zero_stage) + " is not 0, 1, 2 or 3");
-  if (t.sub_group_size < 1) return usage_error("train", "--sub-group-size must be positive");
-  if (t.reduce_bucket_size < 1) return usage_error("train", "--reduce-bucket-size must be positive");
-  if (t.allgather_bucket_size < 1) return usage_error("train", "--allgather-bucket-size must be positive");
-  if (t.loss_scale < 0) return usage_error("train", "--loss-scale must not be negative (0 = dynamic)");
-  if (t.loss_scale_window < 1 || t.hysteresis < 1 || !(t.min_loss_scale > 0))
-    return usage_error("train", "--loss-scale-window and --hysteresis must be at least 1, --min-loss-scale positive");
-  if (!(t.comm_timeout > 0)) return usage_error("train", "--comm-timeout must be positive");
+  // SIGINT/SIGTERM: every rank finishes its step, saves (with --save-every) and exits 128+N.
+  // Before MPI starts, so that its threads, like all later ones, leave the signals to one.
+  install_stop_handlers();
   // Under mpirun/srun every rank trains its slice of the global batch.
   std::unique_ptr<MpiComm> comm;
   if (MpiComm::launched_by_mpi()) {
     comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true, true});
     t.comm = comm.get();
   }
-  const std::string summary = r["summary"].as<std::string>();
-  double peak_tflops = 0;
-  try {
-    peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
-  } catch (const Error& e) {
-    return usage_error("train", e.what_failed());
-  }
-  if (!(peak_tflops >= 0)) return usage_error("train", "--peak-tflops must not be negative");
   const TrainResult result = train(t);
-  if (!summary.empty()) {
+  if (!summary.empty() && !result.steps.empty()) {
     const nlohmann::ordered_json j =
         summarize_run(t, result, ModelSpec::load(resolve_model(t.model)), peak_tflops * 1e12);
     if (!t.comm || t.comm->rank() == 0) write_text_file(summary, j.dump(2) + "\n");
   }
-  return 0;
+  return result.stop_signal ? 128 + result.stop_signal : 0;
 }
 
 }  // namespace strata::cli

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "core/error.h"
 
@@ -12,27 +13,39 @@ double parse_double(const std::string& s, const std::string& option) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  STRATA_CHECK(!s.empty() && end && *end == 0 && errno == 0 && std::isfinite(v),
-               option + ": '" + s + "' is not a number", "give a value such as 3e-4");
+  STRATA_CHECK(!s.empty() && end && *end == 0 && end != s.c_str(), option + ": '" + s + "' is not a number",
+               "give a value such as 3e-4");
+  STRATA_CHECK(errno != ERANGE && std::isfinite(v), option + ": " + s + " is out of range (not a finite double)",
+               "give a value such as 3e-4");
   return v;
 }
 
-int64_t parse_int(const std::string& s, const std::string& option) {
+int64_t parse_int(const std::string& s, const std::string& option, int64_t lo, int64_t hi) {
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  STRATA_CHECK(!s.empty() && end && *end == 0 && errno == 0, option + ": '" + s + "' is not an integer",
+  STRATA_CHECK(!s.empty() && end && *end == 0 && end != s.c_str(), option + ": '" + s + "' is not an integer",
                "give a whole number such as 8");
+  STRATA_CHECK(errno != ERANGE, option + ": " + s + " is out of range (it does not fit in a 64-bit integer)",
+               "give a smaller whole number");
+  STRATA_CHECK(v >= lo && v <= hi,
+               option + ": " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+               "give a whole number within that range");
   return v;
+}
+
+int parse_int32(const std::string& s, const std::string& option) {
+  return int(parse_int(s, option, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
 }
 
 int64_t parse_count(const std::string& s, const std::string& option) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  STRATA_CHECK(
-      !s.empty() && end && *end == 0 && errno == 0 && std::isfinite(v) && v >= 0 && v == std::floor(v) && v < 9.2e18,
-      option + ": '" + s + "' is not a whole, non-negative count", "give a count such as 500000000 or 5e8");
+  STRATA_CHECK(!s.empty() && end && *end == 0 && end != s.c_str() && v >= 0 && v == std::floor(v),
+               option + ": '" + s + "' is not a whole, non-negative count", "give a count such as 500000000 or 5e8");
+  STRATA_CHECK(errno != ERANGE && std::isfinite(v) && v < 9.2e18,
+               option + ": " + s + " is out of range (at most 9.2e18)", "give a count such as 500000000 or 5e8");
   return int64_t(v);
 }
 
@@ -64,6 +77,7 @@ size_t parse_bytes(const std::string& s, const std::string& option) {
     mult = 1e12;
   STRATA_CHECK(mult > 0, option + ": unknown unit '" + unit + "' in '" + s + "'",
                "use B, KiB, MiB, GiB, TiB (binary) or KB, MB, GB, TB (decimal)");
+  STRATA_CHECK(v * mult < 9.2e18, option + ": " + s + " is out of range (at most 8 EiB)", "give a size such as 8GiB");
   return size_t(std::llround(v * mult));
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "train/run_lock.h"
 
 namespace strata {
 
@@ -91,36 +93,77 @@ std::string newest_checkpoint(const std::string& out) {
   return all.empty() ? std::string() : all.back().second.string();
 }
 
+std::string describe_newest_checkpoint(const std::string& out) {
+  const std::string dir = newest_checkpoint(out);
+  return dir.empty() ? "there is no complete checkpoint in " + out + "/checkpoints yet"
+                     : "the last complete checkpoint is " + dir;
+}
+
 void save_checkpoint(const std::string& out, CheckpointManifest manifest, Communicator* comm, int keep,
-                     const std::function<SavedRankFile(const std::string&)>& write_rank_file) {
+                     uint64_t rank_bytes, const std::function<SavedRankFile(const std::string&)>& write_rank_file) {
   const int rank = comm ? comm->rank() : 0, world = comm ? comm->size() : 1;
   const fs::path root = fs::path(out) / "checkpoints";
   const fs::path final_dir = root / checkpoint_dir_name(manifest.step);
-  const fs::path tmp = root / ("." + checkpoint_dir_name(manifest.step) + ".tmp");
-  // Every failure is agreed: a rank that failed says so, and all ranks throw alike.
+  // The temporary directory names its creator, so no run removes another live run's.
+  std::array<uint8_t, 128> name{};  // rank 0's "host-pid", to every rank
+  if (rank == 0) {
+    const std::string mine = owner_tag();
+    std::copy_n(mine.begin(), std::min(mine.size(), name.size() - 1), name.begin());
+  }
+  if (comm && world > 1) comm->broadcast(std::span<uint8_t>(name), 0);
+  const std::string tag(reinterpret_cast<const char*>(name.data()));
+  const fs::path tmp = root / ("." + checkpoint_dir_name(manifest.step) + "." + tag + ".tmp");
+  // Every failure is agreed: a rank that failed says so, and all ranks throw alike, after
+  // rank 0 removed what this save had written (no partial files are left).
   auto agree = [&](bool ok, const std::string& what) {
     int64_t bad = ok ? 0 : 1;
     if (comm && world > 1) comm->all_reduce(std::span<int64_t>(&bad, 1), ReduceOp::max);
-    STRATA_CHECK(bad == 0, "checkpoint of step " + std::to_string(manifest.step) + " failed: " + what,
-                 "the previous checkpoint is still the newest complete one; free space or fix --out and --resume");
+    if (bad == 0) return;
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(tmp, ec);
+    throw_error("checkpoint of step " + std::to_string(manifest.step) + " failed: " + what,
+                describe_newest_checkpoint(out) + "; free space or fix --out, then --resume");
   };
+  // The whole checkpoint must fit before a byte is written: every rank's file and the manifest.
+  int64_t need = int64_t(rank_bytes);
+  if (comm && world > 1) comm->all_reduce(std::span<int64_t>(&need, 1), ReduceOp::sum);
+  need += 4096 + 256 * world;  // the manifest
   std::string err;
   if (rank == 0) {
     try {
       std::error_code ec;
       fs::create_directories(root, ec);
       STRATA_CHECK(!ec, "cannot create '" + root.string() + "': " + ec.message(), "check --out");
-      for (const auto& e : fs::directory_iterator(root))  // leftovers of interrupted saves
-        if (e.path().filename().string().starts_with(".step-")) fs::remove_all(e.path());
+      // Leftovers of interrupted saves, removed only when their creator is gone (this rank
+      // holds the run lock, so another host's run is over too).
+      for (const auto& e : fs::directory_iterator(root)) {
+        const std::string name = e.path().filename().string();
+        if (!name.starts_with(".step-") || !name.ends_with(".tmp")) continue;
+        const size_t dot = name.find('.', 1);
+        LockOwner owner;
+        const bool tagged = dot != std::string::npos && name.size() > dot + 5 &&
+                            parse_owner_tag(name.substr(dot + 1, name.size() - dot - 5), &owner);
+        if (!tagged || owner.is_this_process() || !owner.may_be_alive(true)) fs::remove_all(e.path());
+      }
+      const fs::space_info space = fs::space(root, ec);
+      const bool skip_check = std::getenv("STRATA_TEST_SKIP_SPACE_CHECK") != nullptr;  // test seam: a failed write
+      STRATA_CHECK(ec || skip_check || space.available >= uint64_t(need),
+                   "it needs " + format_bytes(double(need)) + ", has " + format_bytes(double(space.available)) +
+                       " free at " + root.string(),
+                   "");
       fs::create_directories(tmp);
+    } catch (const Error& e) {
+      err = e.what_failed();
     } catch (const std::exception& e) {
       err = e.what();
     }
   }
-  agree(err.empty(), err.empty() ? "rank 0 could not create the directory" : err);
+  agree(err.empty(), err.empty() ? "rank 0 could not prepare the directory" : err);
   SavedRankFile mine;
   try {
     mine = write_rank_file((tmp / rank_file_name(rank, world)).string());
+  } catch (const Error& e) {
+    err = e.what_failed();
   } catch (const std::exception& e) {
     err = e.what();
   }
@@ -145,7 +188,17 @@ void save_checkpoint(const std::string& out, CheckpointManifest manifest, Commun
       if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a checkpoint of the same step (rerun)
       fs::rename(tmp, final_dir);
       fsync_path(root, true);
-      // Prune: the oldest beyond `keep`, manifest first so a half-deleted one is never complete.
+    } catch (const Error& e) {
+      err = e.what_failed();
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  agree(err.empty(), err.empty() ? "rank 0 could not complete the manifest" : err);
+  if (rank == 0) {
+    // Prune: the oldest beyond `keep`, manifest first so a half-deleted one is never complete.
+    // The new checkpoint is complete by now; a failure here costs only disk space.
+    try {
       auto done = complete_checkpoints(root);
       for (size_t i = 0; keep > 0 && i + size_t(keep) < done.size(); ++i) {
         fs::remove(done[i].second / "manifest.json");
@@ -153,10 +206,9 @@ void save_checkpoint(const std::string& out, CheckpointManifest manifest, Commun
         fs::remove_all(done[i].second);
       }
     } catch (const std::exception& e) {
-      err = e.what();
+      std::fprintf(stderr, "strata: warning: pruning old checkpoints failed: %s\n", e.what());
     }
   }
-  agree(err.empty(), err.empty() ? "rank 0 could not complete the manifest" : err);
 }
 
 // One state (master, m or v): the pieces of every rank file, sorted by flat position.

@@ -5,12 +5,15 @@
 //   rank-00000-of-00002.safetensors        what rank 0 owns: tensors "master.<flat>",
 //   rank-00001-of-00002.safetensors          "m.<flat>", "v.<flat>" (f32, model-flat ranges)
 //
-// A save writes into OUT/checkpoints/.step-00000012.tmp/: each rank its file (fsync), then
-// rank 0 the manifest (temp name, fsync, rename), then the directory is renamed to its final
-// name and the parent fsynced. Only a directory with a manifest is a checkpoint, so a job
-// killed at any point leaves the previous checkpoint as the newest complete one; stale
-// .tmp directories are removed by the next save. Old checkpoints beyond --keep-checkpoints
-// are pruned manifest first.
+// A save first checks that the whole checkpoint fits in the free space, then writes into
+// OUT/checkpoints/.step-00000012.HOST-PID.tmp/ (named by rank 0's process): each rank its
+// file (fsync), then rank 0 the manifest (temp name, fsync, rename), then the directory is
+// renamed to its final name and the parent fsynced. Only a directory with a manifest is a
+// checkpoint, so a job killed at any point leaves the previous checkpoint as the newest
+// complete one. A save that fails removes its temporary directory; one left by a killed run
+// is removed by a later save once its creator is provably gone (see RunLock). Old
+// checkpoints beyond --keep-checkpoints are pruned manifest first, after the new one is
+// complete.
 //
 // Partitions are saved by model-flat position, not by rank layout: a reader of any world
 // size or ZeRO stage takes the ranges it owns from whichever files hold them (resharding in
@@ -41,8 +44,12 @@ std::string checkpoint_dir_name(int64_t step);
 struct SavedRankFile {
   uint64_t xxh64 = 0, bytes = 0;
 };
+// rank_bytes: the size this rank's file will have (at least), for the free-space check made
+// before anything is written ("needs X, has Y at PATH"). A failed save removes what it wrote.
 void save_checkpoint(const std::string& out, CheckpointManifest manifest, Communicator* comm, int keep,
-                     const std::function<SavedRankFile(const std::string& path)>& write_rank_file);
+                     uint64_t rank_bytes, const std::function<SavedRankFile(const std::string& path)>& write_rank_file);
+// "the last complete checkpoint is OUT/checkpoints/step-N", or that there is none (hints).
+std::string describe_newest_checkpoint(const std::string& out);
 
 // A complete checkpoint opened for reading: the manifest, its files verified against their
 // checksums (each rank verifies its share; the result is agreed), and one source per state.

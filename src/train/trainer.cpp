@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +31,9 @@
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
 #include "train/node_share.h"
+#include "train/resume.h"
+#include "train/run_lock.h"
+#include "train/stop_signal.h"
 #include "zero/partition.h"
 #include "zero/zero_engine.h"
 
@@ -58,20 +62,6 @@ std::string resolve_model(const std::string& name_or_path) {
   return std::filesystem::exists(named) ? named : path;
 }
 
-static void validate(const TrainOptions& o) {
-  auto need = [](bool ok, const std::string& what, const std::string& hint) { STRATA_CHECK(ok, what, hint); };
-  need(o.steps > 0, "--steps must be positive, got " + std::to_string(o.steps), "e.g. --steps 200");
-  need(o.micro_batch > 0, "--micro-batch must be positive, got " + std::to_string(o.micro_batch),
-       "e.g. --micro-batch 8");
-  need(o.grad_accum > 0, "--grad-accum must be positive, got " + std::to_string(o.grad_accum), "e.g. --grad-accum 1");
-  need(o.seq_len > 0, "--seq-len must be positive, got " + std::to_string(o.seq_len), "e.g. --seq-len 128");
-  need(o.lr > 0, "--lr must be positive", "e.g. --lr 3e-4");
-  need(o.warmup >= 0, "--warmup must not be negative", "e.g. --warmup 20");
-  need(o.log_every > 0, "--log-every must be positive", "e.g. --log-every 10");
-  need(o.grad_clip >= 0, "--grad-clip must not be negative", "0 disables clipping");
-  need(o.loss_scale >= 0, "--loss-scale must not be negative", "0 selects dynamic loss scaling");
-}
-
 static std::string format_duration(double s) {
   char buf[32];
   const long t = long(s + 0.5);
@@ -80,7 +70,7 @@ static std::string format_duration(double s) {
 }
 
 TrainResult train(const TrainOptions& opts) {
-  validate(opts);
+  validate_options(opts);
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   const std::string model_path = resolve_model(opts.model), data_path = resolve_resource(opts.data);
@@ -88,27 +78,24 @@ TrainResult train(const TrainOptions& opts) {
   const bool hf_dir = is_hf_model_dir(model_path);
   const ModelSpec spec = ModelSpec::load(model_path);
   const nlohmann::json shape = nlohmann::json::parse(spec.shape_json());
+  const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
+  const bool lead = rank == 0;  // rank 0 reports for everyone
+  const bool quiet = opts.quiet || !lead;
+  // This run owns --out until it returns (one lock for the job).
+  const RunLock out_lock(opts.out, opts.comm);
+  if (!quiet && !out_lock.taken_over().empty())
+    std::fprintf(stderr, "strata: note: took over --out %s from %s, which is no longer running\n", opts.out.c_str(),
+                 out_lock.taken_over().c_str());
   // Resume: the newest complete checkpoint (none yet: a fresh start, so job scripts can always
   // pass --resume).
-  std::unique_ptr<CheckpointReader> ckpt;
-  if (opts.resume)
-    if (const std::string dir = newest_checkpoint(opts.out); !dir.empty())
-      ckpt = std::make_unique<CheckpointReader>(dir, opts.comm);
-  if (ckpt) {
-    const CheckpointManifest& m = ckpt->manifest();
-    STRATA_CHECK(
-        m.model == shape,
-        "checkpoint '" + ckpt->dir() + "' was written for model " + m.model.dump() + ", this run's is " + shape.dump(),
-        "resume with the same --model (or a fresh --out)");
-    STRATA_CHECK(m.seed == opts.seed,
-                 "checkpoint '" + ckpt->dir() + "' was trained with --seed " + std::to_string(m.seed) +
-                     ", this run has " + std::to_string(opts.seed),
-                 "the data order follows the seed: resume with --seed " + std::to_string(m.seed));
-    STRATA_CHECK(m.step < opts.steps,
-                 "checkpoint '" + ckpt->dir() + "' is at step " + std::to_string(m.step) + ", past --steps " +
-                     std::to_string(opts.steps),
-                 "raise --steps to train further");
+  ResumePoint resume_point = find_resume_point(opts, shape, data_path, !quiet);
+  if (resume_point.complete) {
+    TrainResult done;
+    done.already_complete = true;
+    done.resumed_from = resume_point.checkpoint->manifest().step;
+    return done;
   }
+  const std::unique_ptr<CheckpointReader> ckpt = std::move(resume_point.checkpoint);
   std::unique_ptr<HfWeights> imported;
   if (hf_dir && !ckpt) imported = std::make_unique<HfWeights>(model_path, spec);
   const FlatSource* init = ckpt ? &ckpt->source(0) : imported.get();
@@ -136,21 +123,6 @@ TrainResult train(const TrainOptions& opts) {
   }
   const SampleSource& loader = *data;
 
-  auto tier_ok = [](const std::string& t) { return t == "none" || t == "cpu" || t == "nvme"; };
-  STRATA_CHECK(tier_ok(opts.offload_optimizer), "--offload-optimizer " + opts.offload_optimizer,
-               "use none, cpu or nvme");
-  STRATA_CHECK(tier_ok(opts.offload_param), "--offload-param " + opts.offload_param, "use none, cpu or nvme");
-  STRATA_CHECK(opts.offload_param == "none" || opts.offload_param == opts.offload_optimizer,
-               "--offload-param " + opts.offload_param + " with --offload-optimizer " + opts.offload_optimizer,
-               "offloaded parameters live where the optimizer that updates them lives: give both the same tier");
-  STRATA_CHECK(opts.offload_optimizer != "nvme" || !opts.nvme_path.empty(),
-               "--offload-optimizer nvme without --nvme-path",
-               "give --nvme-path DIR on a local NVMe (or SSD) file system");
-  STRATA_CHECK(opts.offload_activations == "none" || opts.offload_activations == "cpu",
-               "--offload-activations " + opts.offload_activations, "use none or cpu");
-  STRATA_CHECK(opts.offload_activations == "none" || opts.activation_checkpointing,
-               "--offload-activations cpu without --activation-checkpointing",
-               "the checkpoints are what goes to host RAM: add --activation-checkpointing");
   const bool offload =
       opts.offload_optimizer != "none" || opts.offload_param != "none" || opts.offload_activations != "none";
   // This rank's share of its node: CPUs, host RAM and its NVMe directory.
@@ -245,14 +217,10 @@ TrainResult train(const TrainOptions& opts) {
   engine.attach(model, std::move(buffers), opts.seed, init);
   if (ckpt) engine.load_moments(ckpt->source(1), ckpt->source(2));
   if (engine.host_optimizer()) engine.host_optimizer()->set_faults(opts.nvme_faults);
-  STRATA_CHECK(opts.lr_decay == "cosine" || opts.lr_decay == "linear" || opts.lr_decay == "constant",
-               "--lr-decay " + opts.lr_decay, "use cosine, linear or constant");
   const LrSchedule sched{opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio,
                          opts.lr_decay == "linear"     ? LrSchedule::Decay::linear
                          : opts.lr_decay == "constant" ? LrSchedule::Decay::constant
                                                        : LrSchedule::Decay::cosine};
-  const int rank = opts.comm ? opts.comm->rank() : 0, world = opts.comm ? opts.comm->size() : 1;
-  const bool lead = rank == 0;  // rank 0 reports for everyone
   std::unique_ptr<MetricsLog> metrics;
   const int64_t start_step = ckpt ? ckpt->manifest().step : 0;
   if (lead) metrics = std::make_unique<MetricsLog>(opts.out, ckpt ? start_step : -1);
@@ -261,7 +229,6 @@ TrainResult train(const TrainOptions& opts) {
   std::vector<int32_t> inputs(static_cast<size_t>(BT)), targets(static_cast<size_t>(BT));
   const int64_t samples_per_step = int64_t(opts.micro_batch) * opts.grad_accum * world;
   const double tokens_per_step = double(samples_per_step) * opts.seq_len;
-  const bool quiet = opts.quiet || !lead;
   const bool tty = !quiet && isatty(STDERR_FILENO);
   if (!quiet)
     std::fprintf(stderr,
@@ -312,9 +279,6 @@ TrainResult train(const TrainOptions& opts) {
     if (fp16 && ls.contains("scale"))
       scaler.restore({ls.value("scale", 1.0), ls.value("hysteresis_left", 1), ls.value("iter", int64_t(0)),
                       ls.value("last_overflow", int64_t(-1))});
-    if (!quiet)
-      std::fprintf(stderr, "strata: resumed from %s (step %lld, saved by %d rank(s) at ZeRO stage %d)\n",
-                   ckpt->dir().c_str(), (long long)m.step, m.world, m.zero_stage);
   }
   auto save = [&](int64_t done_steps) {
     CheckpointManifest m;
@@ -335,12 +299,16 @@ TrainResult train(const TrainOptions& opts) {
              {"seq_len", opts.seq_len},
              {"precision", std::string(dtype_name(opts.precision))},
              {"data", data_path}};
-    save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, [&](const std::string& path) {
-      const std::vector<zero::ZeroEngine::StatePiece> pieces = engine.state_pieces(int64_t(1) << 22);
-      static const char* kinds[3] = {"master", "m", "v"};
-      std::vector<io::SafetensorsWriter::Entry> table;
-      for (const auto& p : pieces)
-        table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), DType::f32, {p.count}});
+    if (metrics) metrics->sync();  // the log holds every step the checkpoint covers
+    const std::vector<zero::ZeroEngine::StatePiece> pieces = engine.state_pieces(int64_t(1) << 22);
+    static const char* kinds[3] = {"master", "m", "v"};
+    std::vector<io::SafetensorsWriter::Entry> table;
+    uint64_t file_bytes = 1024;  // the header's fixed part; each entry's below
+    for (const auto& p : pieces) {
+      table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), DType::f32, {p.count}});
+      file_bytes += uint64_t(p.count) * 4 + 128;
+    }
+    save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
       io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
       std::vector<float> buf;
       for (const auto& p : pieces) {
@@ -394,7 +362,8 @@ TrainResult train(const TrainOptions& opts) {
         loss += model.backward(targets, float(scale * share)) * share;
       }
       // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
-      const zero::ReducedStep red = engine.reduce_gradients(loss);
+      // ... and a stop asked for on any rank (SIGINT/SIGTERM), so every rank stops after this step.
+      const zero::ReducedStep red = engine.reduce_gradients(loss, stop_signal() != 0);
       loss = red.loss;
       const double lr = sched.at(applied);
       double norm = red.grad_norm / scale;
@@ -481,7 +450,19 @@ TrainResult train(const TrainOptions& opts) {
                      tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
                      format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
       }
-      if (opts.save_every > 0 && ((step + 1) % opts.save_every == 0 || step + 1 == opts.steps)) save(step + 1);
+      const bool saved = opts.save_every > 0 && ((step + 1) % opts.save_every == 0 || step + 1 == opts.steps);
+      if (saved) save(step + 1);
+      if (red.stop) {  // agreed by every rank in the step's reduction: all stop here
+        if (opts.save_every > 0 && !saved) save(step + 1);
+        result.stop_signal = stop_signal() ? stop_signal() : SIGTERM;  // a rank not signalled itself
+        if (!quiet)
+          std::fprintf(
+              stderr, "strata: stopped by %s after step %lld of %lld; %s\n",
+              result.stop_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)(step + 1), (long long)opts.steps,
+              opts.save_every > 0 ? ("checkpoint " + newest_checkpoint(opts.out) + "; continue with --resume").c_str()
+                                  : "no checkpoint (--save-every 0): a --resume starts fresh");
+        break;
+      }
     }
   } catch (const Error&) {
     // A failed step commits nothing: what survives is the last completed step's state.

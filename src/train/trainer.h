@@ -94,6 +94,7 @@ struct TrainOptions {
   int64_t save_every = 0;          // 0: no checkpoints
   int keep_checkpoints = 2;        // complete checkpoints kept, newest first (0: all)
   bool resume = false;             // continue from the newest complete checkpoint in out (fresh if none)
+  bool allow_changes = false;      // resume with another precision, seq_len or global batch
   double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
   bool keep_final_params = false;  // TrainResult::final_params (tests)
 };
@@ -119,6 +120,8 @@ struct StepRecord {
 
 struct TrainResult {
   std::vector<StepRecord> steps;  // every step this run made (after a resume: from the checkpoint on)
+  bool already_complete = false;  // --resume found a checkpoint at or past --steps: nothing ran
+  int stop_signal = 0;            // SIGINT/SIGTERM stopped the run early (after a checkpoint, if saving)
   int64_t resumed_from = 0;       // the checkpoint's step (0: a fresh start)
   double seconds = 0;
   int64_t num_params = 0;
@@ -144,6 +147,11 @@ std::string resolve_resource(const std::string& path);
 // gpt-1.5b, scaled/gpt-170b) when no such path exists.
 std::string resolve_model(const std::string& name_or_path);
 
+// Every option's range and the combinations that cannot work; throws Error naming the option.
+void validate_options(const TrainOptions& opts);
+
+// Collective over opts.comm. Takes the run lock of opts.out for its whole duration. Stops
+// early, after a step every rank agrees on, when stop_signal() is set (stop_signal.h).
 TrainResult train(const TrainOptions& opts);
 
 }  // namespace strata

@@ -625,7 +625,7 @@ void ZeroEngine::reduce_stage1() {
   }
 }
 
-ReducedStep ZeroEngine::reduce_gradients(double loss_part) {
+ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
   drain();  // every bucket reduced, every 16-bit close accumulated
   for (size_t k = 0; k < remaining_.size(); ++k)
     STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || rs_plan_.buckets()[k].width() == 0,
@@ -651,10 +651,10 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part) {
       for (double c : chunk_sq_) sq += c;
     }
   }
-  // One all-reduce agrees on the loss, the norm and overflow (a non-finite square sum).
-  double v[3] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0};
-  if (distributed()) comm_->all_reduce(std::span<double>(v, 3));
-  return {v[0], std::sqrt(v[1]), v[2] > 0 || !std::isfinite(v[1])};
+  // One all-reduce agrees on the loss, the norm, overflow (a non-finite square sum) and stop.
+  double v[4] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0, stop ? 1.0 : 0.0};
+  if (distributed()) comm_->all_reduce(std::span<double>(v, 4));
+  return {v[0], std::sqrt(v[1]), v[2] > 0 || !std::isfinite(v[1]), v[3] > 0};
 }
 
 // ---------------------------------------------------------------- optimizer and parameters

@@ -98,6 +98,7 @@ struct ReducedStep {
   double loss = 0;        // Σ over ranks of the value each passed
   double grad_norm = 0;   // global L2 norm of the (still loss-scaled) gradients
   bool overflow = false;  // some gradient on some rank was non-finite
+  bool stop = false;      // some rank asked to stop after this step (a signal)
 };
 
 struct ZeroStats {
@@ -136,8 +137,9 @@ class ZeroEngine final : public UnitHooks {
   // Micro-batch i of n starts (its backward is the last of the step when i == n - 1).
   void begin_micro(int i, int n) { last_micro_ = i == n - 1; }
   // After the step's backward passes: combine gradients across ranks as the stage says and
-  // agree on the loss (Σ of loss_part over ranks), the global gradient norm and overflow.
-  ReducedStep reduce_gradients(double loss_part);
+  // agree on the loss (Σ of loss_part over ranks), the global gradient norm, overflow and
+  // whether any rank asks to stop (in the same reduction: no extra round trip).
+  ReducedStep reduce_gradients(double loss_part, bool stop = false);
   // AdamW on what this rank owns (grad_scale multiplies the gradients: clipping and loss
   // unscaling), then make every rank's parameters current (stages 0-2) or this rank's shard
   // (stage 3). t counts applied updates from 1. Returns true if a gradient was non-finite.

@@ -1,0 +1,98 @@
+#include "train/resume.h"
+
+#include <cstdio>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+
+struct Difference {
+  std::string option, now, saved;
+  bool changes_result;  // what the run computes, not only how fast or how long
+};
+
+// The options the manifest recorded that differ from this run's. Keys an older manifest lacks
+// are not compared.
+std::vector<Difference> differences(const CheckpointManifest& m, const TrainOptions& o, const std::string& data_path,
+                                    int world) {
+  std::vector<Difference> out;
+  const nlohmann::json& r = m.run;
+  auto str = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  auto cmp = [&](const char* key, const char* option, const nlohmann::json& now, bool changes_result) {
+    if (r.contains(key) && r[key] != now) out.push_back({option, str(now), str(r[key]), changes_result});
+  };
+  cmp("precision", "--precision", std::string(dtype_name(o.precision)), true);
+  cmp("seq_len", "--seq-len", o.seq_len, true);
+  if (r.contains("micro_batch") && r.contains("grad_accum") && r["micro_batch"].is_number_integer() &&
+      r["grad_accum"].is_number_integer()) {
+    const int64_t saved = r["micro_batch"].get<int64_t>() * r["grad_accum"].get<int64_t>() * m.world;
+    const int64_t now = int64_t(o.micro_batch) * o.grad_accum * world;
+    if (saved != now)
+      out.push_back({"global batch (--micro-batch x --grad-accum x ranks)",
+                     std::to_string(o.micro_batch) + " x " + std::to_string(o.grad_accum) + " x " +
+                         std::to_string(world) + " = " + std::to_string(now),
+                     r["micro_batch"].dump() + " x " + r["grad_accum"].dump() + " x " + std::to_string(m.world) +
+                         " = " + std::to_string(saved),
+                     true});
+  }
+  cmp("lr", "--lr", o.lr, false);
+  cmp("warmup", "--warmup", o.warmup, false);
+  cmp("steps", "--steps", o.steps, false);
+  cmp("data", "--data", data_path, false);
+  return out;
+}
+
+}  // namespace
+
+ResumePoint find_resume_point(const TrainOptions& opts, const nlohmann::json& model_shape, const std::string& data_path,
+                              bool talk) {
+  ResumePoint p;
+  if (!opts.resume) return p;
+  const std::string dir = newest_checkpoint(opts.out);
+  if (dir.empty()) {
+    if (talk)
+      std::fprintf(stderr, "strata: --resume: no complete checkpoint in %s/checkpoints: starting fresh\n",
+                   opts.out.c_str());
+    return p;
+  }
+  p.checkpoint = std::make_unique<CheckpointReader>(dir, opts.comm);
+  const CheckpointManifest& m = p.checkpoint->manifest();
+  STRATA_CHECK(
+      m.model == model_shape,
+      "checkpoint '" + dir + "' was written for model " + m.model.dump() + ", this run's is " + model_shape.dump(),
+      "resume with the same --model (or a fresh --out)");
+  STRATA_CHECK(m.seed == opts.seed,
+               "checkpoint '" + dir + "' was trained with --seed " + std::to_string(m.seed) + ", this run has " +
+                   std::to_string(opts.seed),
+               "the data order follows the seed: resume with --seed " + std::to_string(m.seed));
+  if (m.step >= opts.steps) {
+    if (talk)
+      std::fprintf(stderr, "strata: --resume: %s is at step %lld of --steps %lld: the run is complete, nothing to do\n",
+                   dir.c_str(), (long long)m.step, (long long)opts.steps);
+    p.complete = true;
+    return p;
+  }
+  const int world = opts.comm ? opts.comm->size() : 1;
+  std::string refused;
+  for (const Difference& d : differences(m, opts, data_path, world)) {
+    if (d.changes_result && !opts.allow_changes) {
+      refused += (refused.empty() ? "" : "; ") + d.option + " " + d.now + " (checkpoint: " + d.saved + ")";
+    } else if (talk) {
+      std::fprintf(stderr, "strata: --resume: %s changes from %s to %s%s\n", d.option.c_str(), d.saved.c_str(),
+                   d.now.c_str(), d.changes_result ? " (allowed by --allow-changes)" : "");
+    }
+  }
+  STRATA_CHECK(refused.empty(), "--resume from '" + dir + "' would change what the run computes: " + refused,
+               "resume with the checkpoint's settings, or pass --allow-changes to continue with the new ones");
+  if (talk)
+    std::fprintf(stderr, "strata: resumed from %s (step %lld of %lld, saved by %d rank(s) at ZeRO stage %d)\n",
+                 dir.c_str(), (long long)m.step, (long long)opts.steps, m.world, m.zero_stage);
+  return p;
+}
+
+}  // namespace strata
