@@ -12,16 +12,8 @@ set -u
 bin=$1; case_name=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'umount "$tmp"/small 2>/dev/null; rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$src/tests/test_lib.sh"
 mpi=(mpirun --allow-run-as-root --oversubscribe)
-# expect_error CODE PATTERN -- ARGS: the command must exit with CODE and print PATTERN on stderr
-expect_error() {
-  local code=$1 pattern=$2; shift 3
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
-  [[ $rc -eq $code ]] || fail "strata $* exited $rc, expected $code; stderr: $(cat "$tmp/err")"
-  grep -q -- "$pattern" "$tmp/err" || fail "strata $* stderr lacks '$pattern': $(cat "$tmp/err")"
-  echo "ok: strata $* -> exit $rc: $(head -c 160 "$tmp/err")"
-}
 # The logged steps as "step loss lr grad_norm" lines (what must equal the uninterrupted run's).
 log_lines() { sed -E 's/.*"step":([0-9]+).*/\1 &/' "$1/metrics.jsonl" | grep -oE '^[0-9]+|"(loss|lr|grad_norm)":[^,]*' | paste -d' ' - - - -; }
 same_log() {  # same_log REF RUN: identical, each step exactly once
