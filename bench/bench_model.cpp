@@ -13,9 +13,9 @@
 #include <omp.h>
 #endif
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "cpu/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/model_spec.h"
 #include "train/trainer.h"
@@ -30,7 +30,8 @@ struct Measured {
 };
 
 Measured measure_strata(const GPT2Config& cfg, const ModelBenchOptions& o, DType dtype) {
-  cpu::CpuBackend be({size_t(64) << 30, o.threads});
+  const std::unique_ptr<Backend> backend = make_backend(o.device, {size_t(64) << 30, o.threads});
+  Backend& be = *backend;
   GPT2 model(be, cfg, o.micro_batch, o.seq_len, dtype);
   model.init_weights(1);
   AdamW optim(be, model.num_params(), {});

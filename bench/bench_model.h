@@ -17,6 +17,7 @@ struct ModelBenchOptions {
   // measured and every strata precision is also compared with PyTorch's fastest run.
   std::string peer_precisions = "f32";
   std::string python = "/usr/bin/python3";
+  std::string device = "auto";  // auto | cpu | cuda
 };
 
 // Prints a table and ends with one JSON line on stdout. Returns the exit code.

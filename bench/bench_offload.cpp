@@ -52,6 +52,7 @@ int run_offload_bench(const OffloadBenchOptions& o) {
   t.quiet = true;
   t.reduce_bucket_size = o.reduce_bucket_size;
   t.device_threads = o.device_threads;
+  t.device = o.device;
   t.threads = o.device_threads;
   t.out = (std::filesystem::temp_directory_path() / ("strata_bench_offload_" + std::to_string(getpid()))).string();
   // The same configuration with everything on the device, no budget: the device's threads

@@ -18,6 +18,7 @@ struct OffloadBenchOptions {
   std::string offload_param = "none";  // cpu needs stage 3
   double offload_ratio = 0.85;         // the last-reduced 15% updated on the device after backward
   bool speculative = true;
+  std::string device = "auto";  // auto | cpu | cuda
 };
 
 int run_offload_bench(const OffloadBenchOptions& o);

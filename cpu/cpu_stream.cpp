@@ -14,11 +14,11 @@ uint64_t CpuEvent::arm() {
 }
 
 void CpuEvent::complete(uint64_t generation, std::exception_ptr error) {
-  {
-    std::lock_guard lock(mu_);
-    completed_ = std::max(completed_, generation);
-    if (generation == armed_) error_ = error;
-  }
+  // Notified under the lock: a waiter that wakes may destroy the event at once, so the worker
+  // must not touch it after unlocking (TSan found the notify racing the destructor).
+  std::lock_guard lock(mu_);
+  completed_ = std::max(completed_, generation);
+  if (generation == armed_) error_ = error;
   cv_.notify_all();
 }
 
@@ -105,7 +105,10 @@ void CpuStream::run() {
     head_ = (head_ + 1) % ring_.size();
     --count_;
     busy_ = true;
-    const bool skip = error_ != nullptr && item.kind != Kind::complete;
+    // After an error, work is skipped but waits are kept: an event recorded after them must
+    // still mean "everything upstream is done", or a buffer is handed on while another stream
+    // still reads it (TSan found a staging buffer reused that way after an NVMe fault).
+    const bool skip = error_ != nullptr && item.kind == Kind::work;
     const std::exception_ptr carried = error_;
     lock.unlock();
     std::exception_ptr err;

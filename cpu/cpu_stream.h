@@ -37,7 +37,8 @@ class CpuStream final : public Stream {
  public:
   explicit CpuStream(std::string name);
   ~CpuStream() override;
-  // Work runs in order; once one item throws, later items are skipped (events still fire).
+  // Work runs in order; once one item throws, later work is skipped (waits are kept and
+  // events still fire, so an event still orders everything before it).
   void enqueue(std::function<void()> work);
   void launch_host(std::function<void()> fn) override { enqueue(std::move(fn)); }
   void record(Event& e) override;
@@ -65,7 +66,7 @@ class CpuStream final : public Stream {
   std::vector<Item> ring_;
   size_t head_ = 0, count_ = 0;
   bool stop_ = false, busy_ = false;
-  double busy_s_ = 0;  // guarded by mu_
+  double busy_s_ = 0;         // guarded by mu_
   std::exception_ptr error_;  // first failure; later work is skipped and the error rethrown
   std::thread worker_;
 };

@@ -4,6 +4,8 @@
 // Statistics and every reduction are f32; activations f32, bf16 or f16.
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/error.h"
@@ -92,6 +94,35 @@ void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, Tens
   }
 }
 
+// The angles' cosines and sines for every (t, i), as Hugging Face computes them (inverse
+// frequencies in f32, t·inv_freq in f32), computed once per (T, head_dim, theta) and kept:
+// the step allocates nothing and recomputes nothing.
+static const float* rope_table(int64_t T, int head_dim, float theta) {
+  struct Table {
+    int64_t T;
+    int head_dim;
+    float theta;
+    std::vector<float> cs;
+  };
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<Table>> tables;
+  std::lock_guard lock(mu);
+  for (const auto& t : tables)
+    if (t->T == T && t->head_dim == head_dim && t->theta == theta) return t->cs.data();
+  const int half = head_dim / 2;
+  auto t = std::make_unique<Table>(Table{T, head_dim, theta, std::vector<float>(size_t(T) * size_t(half) * 2)});
+  for (int i = 0; i < half; ++i) {
+    const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+    for (int64_t p = 0; p < T; ++p) {
+      const float a = float(p) * inv_freq;
+      t->cs[size_t(p * half + i) * 2] = std::cos(a);
+      t->cs[size_t(p * half + i) * 2 + 1] = std::sin(a);
+    }
+  }
+  tables.push_back(std::move(t));
+  return tables.back()->cs.data();
+}
+
 void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
   // x [B, T, W]: heads [first_head, first_head + heads) of width head_dim each, rotated in
   // place by position t: (x_i, x_{i+d/2}) by angle t·theta^(-2i/d) (inverse: by minus it,
@@ -102,17 +133,8 @@ void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bo
                    std::to_string(head_dim) + " in a row of " + std::to_string(W),
                "this is a bug in the model");
   const int half = head_dim / 2;
-  // The angles' sines and cosines for every (t, i), as Hugging Face computes them: inverse
-  // frequencies in f32, t·inv_freq in f32.
-  std::vector<float> cs(size_t(T) * size_t(half) * 2);
-  for (int i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
-    for (int64_t t = 0; t < T; ++t) {
-      const float a = float(t) * inv_freq;
-      cs[size_t(t * half + i) * 2] = std::cos(a);
-      cs[size_t(t * half + i) * 2 + 1] = inverse ? -std::sin(a) : std::sin(a);
-    }
-  }
+  const float* cs = rope_table(T, head_dim, theta);
+  const float sign = inverse ? -1.0f : 1.0f;
   dispatch_act(x.dtype, [&]<typename T_>(T_) {
     T_* p = x.as<T_>();
 #pragma omp parallel for schedule(static)
@@ -121,7 +143,7 @@ void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bo
       for (int h = first_head; h < first_head + heads; ++h) {
         T_* v = p + n * W + int64_t(h) * head_dim;
         for (int i = 0; i < half; ++i) {
-          const float c = cs[size_t(t * half + i) * 2], s = cs[size_t(t * half + i) * 2 + 1];
+          const float c = cs[size_t(t * half + i) * 2], s = sign * cs[size_t(t * half + i) * 2 + 1];
           const float a = to_f32(v[i]), b = to_f32(v[i + half]);
           v[i] = from_f32<T_>(a * c - b * s);
           v[i + half] = from_f32<T_>(b * c + a * s);

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/device.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_stream.h"
 
@@ -136,4 +137,23 @@ TEST(Stream, ErrorsSurfaceAtSynchronizeAndEventsStillFire) {
 }
 
 }  // namespace
+
+// --device: the CPU on request; auto is the CPU where no CUDA backend can run; cuda where it
+// cannot is an error saying what is missing.
+TEST(Device, ChosenAtRunTime) {
+  EXPECT_EQ(resolve_device("cpu"), "cpu");
+  EXPECT_EQ(make_backend("cpu", {size_t(16) << 20, 1})->name(), "cpu");
+  EXPECT_EQ(resolve_device("auto"), "cpu");  // no CUDA backend exists yet (S13)
+  try {
+    resolve_device("cuda");
+    ADD_FAILURE() << "--device cuda accepted without a CUDA backend";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(m.find("this build has no CUDA") != std::string::npos ||
+                m.find("no GPU is visible") != std::string::npos || m.find("not written yet") != std::string::npos)
+        << m;
+  }
+  EXPECT_THROW(resolve_device("tpu"), Error);
+}
+
 }  // namespace strata

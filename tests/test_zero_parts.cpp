@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_stream.h"
+#include "tier/tier_manager.h"
 #include "train/loss_scaler.h"
 #include "zero/access_order.h"
 #include "zero/bucket_plan.h"
@@ -228,6 +230,36 @@ TEST(LossScaler, FollowsDeepSpeedsDynamicPolicy) {
   LossScaler off({false});
   EXPECT_EQ(off.scale(), 1);
   EXPECT_THROW(LossScaler({true, true, 1, 16, 0, 2, 1}), Error);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Every buffer taken and none released yet: acquire waits for a release instead of treating
+// the "taken" mark as an event to wait on (it used to be `this` cast to Event*).
+TEST(StagingPool, AcquireWaitsForAReleaseWhenEveryBufferIsTaken) {
+  cpu::CpuBackend be({size_t(64) << 20, 1});
+  MemoryBudget host("host", size_t(64) << 20);
+  tier::StagingPool pool(be, 2, 4096, false, host);
+  const int a = pool.acquire(), b = pool.acquire();
+  ASSERT_NE(a, b);
+  std::atomic<int> third{-1};
+  std::thread waiter([&] { third = pool.acquire(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(third.load(), -1) << "acquire took a buffer that was still taken";
+  auto stream = be.make_stream("test");
+  auto done = be.make_event();
+  stream->launch_host([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  stream->record(*done);
+  pool.release_after(b, *done);  // free once the stream's work is done
+  waiter.join();
+  EXPECT_EQ(third.load(), b);
+  EXPECT_TRUE(done->ready());  // it waited for the work on the buffer
+  pool.release_after(a, *done);
+  pool.release_after(b, *done);
 }
 
 }  // namespace

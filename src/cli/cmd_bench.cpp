@@ -4,6 +4,7 @@
 #include <cstring>
 #include <cxxopts.hpp>
 
+#include "backend/device.h"
 #include "bench/bench_adam.h"
 #include "bench/bench_comm.h"
 #include "bench/bench_model.h"
@@ -27,7 +28,8 @@ static int bench_model_main(int argc, char** argv) {
       "steps", "timed steps (the best is reported)", s(d.steps))("threads", "threads (0 = all)", s(d.threads))(
       "precision", "comma-separated list of f32, bf16", str(d.precisions))("peer", "auto | torch | none", str(d.peer))(
       "peer-precision", "precisions PyTorch also runs in (its bf16 is ~50x slower than its f32 on AVX2)",
-      str(d.peer_precisions))("python", "python with torch for the peer", str(d.python))("h,help", "show this help");
+      str(d.peer_precisions))("python", "python with torch for the peer", str(d.python))(
+      "device", "auto | cpu | cuda: the backend Strata's step runs on", str(d.device))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench model", r)) return *done;
   bench::ModelBenchOptions b;
@@ -43,6 +45,8 @@ static int bench_model_main(int argc, char** argv) {
     b.peer = r["peer"].as<std::string>();
     b.peer_precisions = r["peer-precision"].as<std::string>();
     b.python = r["python"].as<std::string>();
+    b.device = r["device"].as<std::string>();
+    resolve_device(b.device);
   } catch (const Error& e) {
     return usage_error("bench model", e.what_failed());
   }
@@ -131,8 +135,9 @@ static int bench_offload_main(int argc, char** argv) {
       "host-threads", "the host's threads", s(d.host_threads))("reduce-bucket-size", "elements per gradient bucket",
                                                                s(d.reduce_bucket_size))(
       "offload-param", "none | cpu (stage 3)", str(d.offload_param))(
-      "offload-ratio", "fraction of the optimizer on the host", str("0.85"))("speculative-step", "true | false",
-                                                                             str("true"))("h,help", "show this help");
+      "offload-ratio", "fraction of the optimizer on the host", str("0.85"))(
+      "speculative-step", "true | false", str("true"))("device", "auto | cpu | cuda: the backend", str(d.device))(
+      "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench offload", r)) return *done;
   bench::OffloadBenchOptions b;
@@ -152,6 +157,8 @@ static int bench_offload_main(int argc, char** argv) {
     b.offload_param = r["offload-param"].as<std::string>();
     b.offload_ratio = parse_double(r["offload-ratio"].as<std::string>(), "--offload-ratio");
     b.speculative = r["speculative-step"].as<std::string>() != "false";
+    b.device = r["device"].as<std::string>();
+    resolve_device(b.device);
   } catch (const Error& e) {
     return usage_error("bench offload", e.what_failed());
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "cli/commands.h"
 #include "cli/ds_config.h"
 #include "comm/mpi_comm.h"
@@ -73,7 +74,9 @@ int train_main(int argc, char** argv) {
       "threads", "CPU threads for ops (0 = all)", s(d.threads))("pin-threads",
                                                                 "pin the OpenMP threads one per physical core")(
       "adam-isa", "CPU Adam kernel: auto | scalar | avx2 | avx512", str(d.adam_isa))(
-      "device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))(
+      "device",
+      "auto | cpu | cuda: the backend (auto: cuda when this build has CUDA and a GPU is visible, else the CPU)",
+      str(d.device))("device-mem", "device memory budget, e.g. 8GiB", str("8GiB"))(
       "zero-stage",
       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under mpirun)",
       s(d.zero_stage))("sub-group-size", "parameters per partitioned sub-group", s(d.sub_group_size))(
@@ -206,6 +209,7 @@ int train_main(int argc, char** argv) {
     t.threads = gint("threads");
     t.adam_isa = r["adam-isa"].as<std::string>();
     t.pin_threads = r.count("pin-threads") > 0;
+    t.device = r["device"].as<std::string>();
     t.device_mem = parse_bytes(r["device-mem"].as<std::string>(), "--device-mem");
     t.zero_stage = gint("zero-stage");
     t.sub_group_size = gi("sub-group-size");
@@ -267,7 +271,8 @@ int train_main(int argc, char** argv) {
     t.keep_checkpoints = gc32("keep-checkpoints");
     t.resume = r.count("resume") > 0;
     t.allow_changes = r.count("allow-changes") > 0;
-    validate_options(t);  // every range, in one place
+    validate_options(t);       // every range, in one place
+    resolve_device(t.device);  // cuda where this build or machine lacks it: say which, now
     peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
     STRATA_CHECK(peak_tflops >= 0,
                  "--peak-tflops: " + r["peak-tflops"].as<std::string>() + " is out of range: must not be negative",

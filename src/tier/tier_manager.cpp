@@ -34,6 +34,7 @@ StagingPool::StagingPool(Backend& be, int count, size_t bytes, bool pinned, Memo
     }
   }
   pending_.assign(buffers_.size(), nullptr);
+  taken_.assign(buffers_.size(), 0);
   order_.assign(buffers_.size(), 0);
 }
 
@@ -45,27 +46,40 @@ StagingPool::~StagingPool() {
 }
 
 int StagingPool::acquire() {
-  std::lock_guard lock(mu_);
-  int oldest = -1;
-  for (int i = 0; i < count(); ++i) {
-    Event* e = pending_[size_t(i)];
-    if (!e || e->ready()) {
-      pending_[size_t(i)] = reinterpret_cast<Event*>(this);  // taken (a non-null marker, never waited on)
-      order_[size_t(i)] = ++clock_;
-      return i;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    // Free, or released with its last work done: take it. Otherwise the oldest released one,
+    // once its work completes. A taken buffer (acquired, not yet released) is never waited on.
+    int oldest = -1;
+    for (int i = 0; i < count(); ++i) {
+      if (taken_[size_t(i)]) continue;
+      Event* e = pending_[size_t(i)];
+      if (!e || e->ready()) return take(i);
+      if (oldest < 0 || order_[size_t(i)] < order_[size_t(oldest)]) oldest = i;
     }
-    if (oldest < 0 || order_[size_t(i)] < order_[size_t(oldest)]) oldest = i;
+    if (oldest >= 0) {
+      pending_[size_t(oldest)]->synchronize();
+      return take(oldest);
+    }
+    released_.wait(lock);  // every buffer is taken: wait for a release
   }
-  pending_[size_t(oldest)]->synchronize();
-  pending_[size_t(oldest)] = reinterpret_cast<Event*>(this);
-  order_[size_t(oldest)] = ++clock_;
-  return oldest;
+}
+
+int StagingPool::take(int i) {
+  taken_[size_t(i)] = 1;
+  pending_[size_t(i)] = nullptr;
+  order_[size_t(i)] = ++clock_;
+  return i;
 }
 
 void StagingPool::release_after(int i, Event& done) {
-  std::lock_guard lock(mu_);
-  pending_[size_t(i)] = &done;
-  order_[size_t(i)] = ++clock_;
+  {
+    std::lock_guard lock(mu_);
+    taken_[size_t(i)] = 0;
+    pending_[size_t(i)] = &done;
+    order_[size_t(i)] = ++clock_;
+  }
+  released_.notify_one();
 }
 
 TierManager::TierManager(Backend& device, TierOptions options)

@@ -9,6 +9,7 @@
 // also keeps the step timeline: bytes moved per tier edge and busy seconds per engine.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,11 +25,11 @@ enum class Edge { d2h, h2d, count };  // S5 adds host<->nvme
 std::string_view edge_name(Edge e);
 
 struct TierOptions {
-  size_t host_bytes = size_t(64) << 30;  // --host-mem
-  int staging_count = 4;                 // --pin-buffer-count
+  size_t host_bytes = size_t(64) << 30;     // --host-mem
+  int staging_count = 4;                    // --pin-buffer-count
   size_t staging_bytes = size_t(16) << 20;  // --pin-buffer-size
-  bool pin_staging = true;               // page-lock the staging pool
-  std::vector<int> host_cpus;            // CPUs for the host side's threads (empty: not bound)
+  bool pin_staging = true;                  // page-lock the staging pool
+  std::vector<int> host_cpus;               // CPUs for the host side's threads (empty: not bound)
 };
 
 struct PartitionInfo {
@@ -48,7 +49,7 @@ class StagingPool {
   int count() const { return int(buffers_.size()); }
   size_t buffer_bytes() const { return bytes_; }
   size_t total_bytes() const { return bytes_ * buffers_.size(); }
-  int acquire();  // thread-safe
+  int acquire();  // thread-safe; waits while every buffer is taken
   void* data(int i) const { return buffers_[size_t(i)]; }
   // The buffer becomes free once `done` completes (the last work that reads or writes it).
   void release_after(int i, Event& done);
@@ -59,7 +60,10 @@ class StagingPool {
   bool pinned_;
   MemoryBudget& budget_;
   std::vector<void*> buffers_;
-  std::vector<Event*> pending_;  // per buffer: null = free
+  int take(int i);               // under mu_
+  std::vector<Event*> pending_;  // per buffer: the last work on it once released (null: none)
+  std::vector<uint8_t> taken_;   // per buffer: acquired and not yet released
+  std::condition_variable released_;
   std::vector<uint64_t> order_;
   uint64_t clock_ = 0;
   std::mutex mu_;

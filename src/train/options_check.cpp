@@ -52,6 +52,7 @@ void validate_options(const TrainOptions& o) {
   at_least(o.device_threads, 0, "--device-threads");
   at_least(o.host_threads, 0, "--host-threads");
   one_of(o.adam_isa, {"auto", "scalar", "avx2", "avx512"}, "--adam-isa");
+  one_of(o.device, {"auto", "cpu", "cuda"}, "--device");
   need(o.device_mem > 0, "--device-mem", std::to_string(o.device_mem), "must be positive");
   need(o.zero_stage >= 0 && o.zero_stage <= 3, "--zero-stage", std::to_string(o.zero_stage), "must be 0, 1, 2 or 3");
   at_least(o.sub_group_size, 1, "--sub-group-size");
@@ -84,7 +85,8 @@ void validate_options(const TrainOptions& o) {
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
   need(o.offload_ratio >= 0 && o.offload_ratio <= 1, "--offload-ratio", num(o.offload_ratio), "must be in [0, 1]");
-  at_least(o.pin_buffer_count, 1, "--pin-buffer-count");
+  need(o.pin_buffer_count >= 1 && o.pin_buffer_count <= 4096, "--pin-buffer-count", std::to_string(o.pin_buffer_count),
+       "must be in [1, 4096]");
   need(o.pin_buffer_size >= 4096, "--pin-buffer-size", std::to_string(o.pin_buffer_size), "must be at least 4096");
   at_least(o.save_every, 0, "--save-every");
   at_least(o.keep_checkpoints, 0, "--keep-checkpoints");

@@ -14,10 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <span>
 
+#include "backend/device.h"
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "cpu/adam/adam.h"
 #include "cpu/affinity.h"
-#include "cpu/cpu_backend.h"
 #include "io/token_file.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
@@ -138,7 +139,12 @@ TrainResult train(const TrainOptions& opts) {
     split = cpu::split_cpus(device_threads, host_threads, local_rank, local_size);
     cpu::bind_this_thread(split.device);  // before the first parallel region creates the team
   }
-  cpu::CpuBackend backend({opts.device_mem, device_threads});
+  // The device: chosen by --device (the only concrete backend today is the CPU's).
+  std::string device_note;
+  resolve_device(opts.device, &device_note);
+  if (!quiet && !device_note.empty()) std::fprintf(stderr, "strata: note: %s\n", device_note.c_str());
+  const std::unique_ptr<Backend> backend_ptr = make_backend(opts.device, {opts.device_mem, device_threads});
+  Backend& backend = *backend_ptr;
   std::unique_ptr<tier::TierManager> tiers;
   if (offload)
     tiers = std::make_unique<tier::TierManager>(

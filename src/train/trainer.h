@@ -42,6 +42,7 @@ struct TrainOptions {
   int threads = 0;
   bool pin_threads = false;       // pin OpenMP threads one per physical core
   std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
+  std::string device = "auto";    // auto | cpu | cuda (backend/device.h)
   size_t device_mem = size_t(8) << 30;
   bool quiet = false;  // no progress line (tests)
   // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.

@@ -119,8 +119,8 @@ void HostOptimizer::write_state(int kind, int64_t lo, int64_t hi, const float* s
     const size_t bytes = file_->align(uint64_t(n) * 4);
     std::memset(bounce_.data(), 0, bytes);
     std::memcpy(bounce_.data(), src + (a - lo), size_t(n) * 4);
-    queue().run(
-        std::vector<io::NvmeQueue::Op>{{true, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes}});
+    const io::NvmeQueue::Op op{true, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes};
+    queue().run({&op, 1});
   }
 }
 
@@ -133,8 +133,9 @@ void HostOptimizer::read_committed(int kind, int64_t lo, int64_t hi, float* dst)
   const int64_t most = int64_t(bounce_.bytes() / 4);
   for (int64_t a = lo; a < hi; a += most) {
     const int64_t n = std::min(most, hi - a);
-    queue().run(std::vector<io::NvmeQueue::Op>{
-        {false, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), file_->align(uint64_t(n) * 4)}});
+    const io::NvmeQueue::Op op{false, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(),
+                               file_->align(uint64_t(n) * 4)};
+    queue().run({&op, 1});
     std::memcpy(dst + (a - lo), bounce_.data(), size_t(n) * 4);
   }
 }
@@ -161,7 +162,8 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
   scratch.resize(bytes + file_->block_size());
   char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + file_->block_size() - 1) /
                                           file_->block_size() * file_->block_size());
-  queue().run(std::vector<io::NvmeQueue::Op>{{false, region(3, cur_) + uint64_t(lo - begin_) * esz, aligned, bytes}});
+  const io::NvmeQueue::Op op{false, region(3, cur_) + uint64_t(lo - begin_) * esz, aligned, bytes};
+  queue().run({&op, 1});
   std::memcpy(dst, aligned, size_t(hi - lo) * esz);
 }
 
@@ -234,11 +236,11 @@ void HostOptimizer::read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool w
   queue().wait(s.write_ticket);  // never overwrite a buffer that is still being written out
   s.lo = lo, s.hi = hi;
   const uint64_t off = uint64_t(lo - begin_) * 4, bytes = file_->align(uint64_t(hi - lo) * 4);
-  std::vector<io::NvmeQueue::Op> ops{{false, region(0, copy) + off, s.master, bytes}};
-  if (with_state)
-    ops.push_back({false, region(1, copy) + off, s.m, bytes}),
-        ops.push_back({false, region(2, copy) + off, s.v, bytes});
-  s.read_ticket = queue().start(ops);
+  // On the stack: the step allocates nothing.
+  const io::NvmeQueue::Op ops[3] = {{false, region(0, copy) + off, s.master, bytes},
+                                    {false, region(1, copy) + off, s.m, bytes},
+                                    {false, region(2, copy) + off, s.v, bytes}};
+  s.read_ticket = queue().start({ops, size_t(with_state ? 3 : 1)});
 }
 
 bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, float grad_scale, int64_t t,
@@ -274,13 +276,12 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
   const bool bad = adam(cur.master, cur.m, cur.v, cur.master, cur.m, cur.v, c.lo, c.hi, lr, grad_scale, t, copy_out);
   if (out && keep_compute_) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
   const uint64_t off = uint64_t(c.lo - begin_) * 4, bytes = file_->align(uint64_t(c.hi - c.lo) * 4);
-  std::vector<io::NvmeQueue::Op> ops{{true, region(0, dst) + off, cur.master, bytes},
-                                     {true, region(1, dst) + off, cur.m, bytes},
-                                     {true, region(2, dst) + off, cur.v, bytes}};
-  if (keep_compute_)
-    ops.push_back(
-        {true, region(3, dst) + uint64_t(c.lo - begin_) * esz, cur.params, file_->align(uint64_t(c.hi - c.lo) * esz)});
-  cur.write_ticket = queue().start(ops);
+  const io::NvmeQueue::Op ops[4] = {
+      {true, region(0, dst) + off, cur.master, bytes},
+      {true, region(1, dst) + off, cur.m, bytes},
+      {true, region(2, dst) + off, cur.v, bytes},
+      {true, region(3, dst) + uint64_t(c.lo - begin_) * esz, cur.params, file_->align(uint64_t(c.hi - c.lo) * esz)}};
+  cur.write_ticket = queue().start({ops, size_t(keep_compute_ ? 4 : 3)});
   cur.lo = -1;  // its contents are this step's result, not a prefetch
   return bad;
 }

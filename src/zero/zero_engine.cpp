@@ -66,11 +66,21 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
 }
 
 ZeroEngine::~ZeroEngine() {
-  // Queued work refers to this engine: let it finish (errors were reported already).
-  if (stream_) try {
-      stream_->synchronize();
-    } catch (...) {
-    }
+  // Queued work on every stream the engine used refers to it: let it finish before the
+  // engine goes (on the error path too; the errors were reported already).
+  auto drain_quietly = [](Stream* st) {
+    if (st) try {
+        st->synchronize();
+      } catch (...) {
+      }
+  };
+  drain_quietly(stream_.get());
+  if (tiers_) {
+    drain_quietly(&tiers_->d2h());
+    drain_quietly(&tiers_->host_sum());
+    drain_quietly(&tiers_->host());
+    drain_quietly(&tiers_->h2d());
+  }
 }
 
 template <typename F>
@@ -229,6 +239,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
       }
     }
     chunk_sq_.assign(chunks_.size(), 0.0);
+    chunk_redo_.assign(chunks_.size(), {});
     for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
     for (int i = 0; i < tiers_->staging().count(); ++i) stage_ev_.push_back(be_.make_event());
   }
@@ -513,14 +524,16 @@ void ZeroEngine::reduce_bucket(int k, bool last) {
 // the previous one by event; the staging buffer is free when the last stage is done.
 void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   tier::TierManager& tm = *tiers_;
-  const HostChunk& ch = chunks_[size_t(c)];
-  const Bucket& b = rs_plan_.buckets()[size_t(ch.bucket)];
   const int s = tm.staging().acquire();
   Event& ev = *stage_ev_[size_t(s)];
-  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width()) + (ch.lo - b.lo);
-  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(first);
-  tm.d2h().launch_host([this, key, src] {
+  // Chunk, output slot, staging buffer and first-micro-batch flag in one word: captures of
+  // at most two words stay inside std::function (no allocation in the step).
+  const uint64_t key =
+      (uint64_t(uint32_t(c)) << 32) | (uint64_t(o & 1) << 16) | (uint64_t(s & 0x7fff) << 1) | uint64_t(first);
+  tm.d2h().launch_host([this, key] {
     const HostChunk& h = chunks_[size_t(key >> 32)];
+    const float* src = bucket_out_.as<float>() + size_t((key >> 16) & 1) * size_t(rs_plan_.max_width()) +
+                       (h.lo - rs_plan_.buckets()[size_t(h.bucket)].lo);
     std::memcpy(tiers_->staging().data(int((key >> 1) & 0x7fff)), src, size_t(h.hi - h.lo) * 4);
     tiers_->count(tier::Edge::d2h, size_t(h.hi - h.lo) * 4);
   });
@@ -564,7 +577,10 @@ void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t,
   const int s = tm.staging().acquire();
   Event& ev = *stage_ev_[size_t(s)];
   const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
-  redo_ = {lr, grad_scale, t};  // read by the host thread (a small capture: no allocation)
+  // The chunk's own copy of the step's values: the host thread reads it while later chunks
+  // (and, after a skipped step, the next step) are queued with other values. Written here
+  // only after the chunk's previous host work is done (each step flushes the host stream).
+  chunk_redo_[size_t(c)] = {lr, grad_scale, t};
   tm.host().launch_host([this, key] {
     const size_t c = size_t(key >> 32);
     const HostChunk& h = chunks_[c];
@@ -572,8 +588,8 @@ void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t,
     if (key & 1)
       host_->restore(h, staging);
     else
-      host_->update(h, c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, redo_.lr, redo_.grad_scale, redo_.t,
-                    staging);
+      host_->update(h, c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, chunk_redo_[c].lr, chunk_redo_[c].grad_scale,
+                    chunk_redo_[c].t, staging);
   });
   tm.host().record(ev);
   if (device_compute_at(0)) {

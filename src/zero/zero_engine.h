@@ -281,9 +281,10 @@ class ZeroEngine final : public UnitHooks {
   int64_t host_begin_ = 0;
   std::unique_ptr<HostOptimizer> host_;
   std::vector<HostChunk> chunks_;
-  std::vector<std::vector<int>> bucket_chunks_;  // per reduce bucket
-  std::vector<double> chunk_sq_;                 // per chunk: Σ g² (summed in chunk order)
-  StepPlan plan_, redo_;
+  std::vector<std::vector<int>> bucket_chunks_;   // per reduce bucket
+  std::vector<double> chunk_sq_;                  // per chunk: Σ g² (summed in chunk order)
+  StepPlan plan_;                                 // what the speculative updates assume
+  std::vector<StepPlan> chunk_redo_;              // per chunk: what its non-speculative update uses
   bool speculated_ = false;                       // this step's host chunks were updated speculatively
   std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use

@@ -1,0 +1,60 @@
+#include "backend/device.h"
+
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#ifdef STRATA_HAVE_CUDA
+#include "kernels/cuda_ops.h"
+#endif
+
+namespace strata {
+
+namespace {
+
+// What this build and machine offer for cuda.
+struct CudaState {
+  bool built = false;    // compiled with the CUDA kernels
+  int gpus = 0;          // visible devices
+  std::string why;       // why none are visible
+  bool backend = false;  // the CUDA backend exists (S13)
+};
+
+CudaState cuda_state() {
+  CudaState s;
+#ifdef STRATA_HAVE_CUDA
+  s.built = true;
+  s.gpus = cuda::device_count(&s.why);
+#endif
+  return s;
+}
+
+// Why cuda cannot be had here ("" when it can).
+std::string cuda_missing(const CudaState& s) {
+  if (!s.built) return "this build has no CUDA (configure with -DSTRATA_CUDA=ON where nvcc and NCCL are installed)";
+  if (s.gpus == 0) return "no GPU is visible (" + s.why + ")";
+  if (!s.backend) return std::to_string(s.gpus) + " GPU(s) are visible, but the CUDA backend is not written yet (S13)";
+  return "";
+}
+
+}  // namespace
+
+std::string resolve_device(const std::string& requested, std::string* note) {
+  STRATA_CHECK(requested == "auto" || requested == "cpu" || requested == "cuda",
+               "--device: '" + requested + "' is not auto, cpu or cuda", "use auto, cpu or cuda");
+  if (requested == "cpu") return "cpu";
+  const CudaState state = cuda_state();
+  const std::string missing = cuda_missing(state);
+  if (requested == "cuda") {
+    STRATA_CHECK(missing.empty(), "--device cuda: " + missing, "use --device cpu (or auto)");
+    return "cuda";
+  }
+  if (!missing.empty() && note && state.gpus > 0) *note = "--device auto chose the CPU: " + missing;
+  return missing.empty() ? "cuda" : "cpu";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts) {
+  const std::string device = resolve_device(requested);
+  STRATA_CHECK(device == "cpu", "--device " + device + ": no backend", "this is a bug in device selection");
+  return std::make_unique<cpu::CpuBackend>(cpu::CpuBackendOptions{opts.memory_bytes, opts.threads});
+}
+
+}  // namespace strata

@@ -1,0 +1,23 @@
+// --device auto|cpu|cuda: which backend a run gets. The only place outside cpu/ and kernels/
+// that names a concrete backend; everything else holds a Backend&.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace strata {
+
+struct DeviceOptions {
+  size_t memory_bytes = size_t(8) << 30;  // the device's budget
+  int threads = 0;                        // the CPU backend's threads for ops (0: all)
+};
+
+// What a request resolves to here: "cpu" or "cuda". auto: cuda when this build has CUDA, a GPU
+// is visible and the CUDA backend exists, else cpu (`note` says why not cuda when it matters).
+// cuda without one of those is an Error saying which is missing.
+std::string resolve_device(const std::string& requested, std::string* note = nullptr);
+std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts);
+
+}  // namespace strata
