@@ -61,7 +61,7 @@ std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) { retur
 std::unique_ptr<Event> CpuBackend::make_event() { return std::make_unique<CpuEvent>(); }
 
 void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s) {
-  dynamic_cast<CpuStream&>(s).enqueue([=] { std::memcpy(dst, src, bytes); });
+  dynamic_cast<CpuStream&>(s).copy(dst, src, bytes);
 }
 
 void CpuBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -52,6 +53,10 @@ CpuStream::~CpuStream() {
 }
 
 void CpuStream::enqueue(std::function<void()> work) { push({std::move(work)}); }
+
+void CpuStream::copy(void* dst, const void* src, size_t bytes) {
+  push({nullptr, Kind::copy, nullptr, 0, dst, src, bytes});
+}
 
 void CpuStream::push(Item item) {
   {
@@ -108,7 +113,7 @@ void CpuStream::run() {
     // After an error, work is skipped but waits are kept: an event recorded after them must
     // still mean "everything upstream is done", or a buffer is handed on while another stream
     // still reads it (TSan found a staging buffer reused that way after an NVMe fault).
-    const bool skip = error_ != nullptr && item.kind == Kind::work;
+    const bool skip = error_ != nullptr && (item.kind == Kind::work || item.kind == Kind::copy);
     const std::exception_ptr carried = error_;
     lock.unlock();
     std::exception_ptr err;
@@ -120,12 +125,15 @@ void CpuStream::run() {
       try {
         if (item.kind == Kind::wait)
           item.event->wait_for(item.generation);
+        else if (item.kind == Kind::copy)
+          std::memcpy(item.dst, item.src, item.bytes);
         else
           item.fn();
       } catch (...) {
         err = std::current_exception();
       }
-      if (item.kind == Kind::work) ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (item.kind == Kind::work || item.kind == Kind::copy)
+        ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     lock.lock();
     busy_s_ += ran;

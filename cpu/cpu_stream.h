@@ -40,6 +40,8 @@ class CpuStream final : public Stream {
   // Work runs in order; once one item throws, later work is skipped (waits are kept and
   // events still fire, so an event still orders everything before it).
   void enqueue(std::function<void()> work);
+  // A memcpy on the stream, held inline in the queue (no std::function: no allocation).
+  void copy(void* dst, const void* src, size_t bytes);
   void launch_host(std::function<void()> fn) override { enqueue(std::move(fn)); }
   void record(Event& e) override;
   void wait(Event& e) override;
@@ -54,12 +56,15 @@ class CpuStream final : public Stream {
   std::condition_variable cv_work_, cv_idle_;
   // Work, or an event completion / wait (held inline, so recording allocates nothing).
   // Completions run even after a failure, so waiters never hang.
-  enum class Kind : uint8_t { work, complete, wait };
+  enum class Kind : uint8_t { work, copy, complete, wait };
   struct Item {
     std::function<void()> fn;
     Kind kind = Kind::work;
     CpuEvent* event = nullptr;
     uint64_t generation = 0;
+    void* dst = nullptr;  // copy
+    const void* src = nullptr;
+    size_t bytes = 0;
   };
   void push(Item item);
   // A ring that only ever grows, so a steady-state step enqueues without allocating.

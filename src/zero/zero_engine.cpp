@@ -526,18 +526,16 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   tier::TierManager& tm = *tiers_;
   const int s = tm.staging().acquire();
   Event& ev = *stage_ev_[size_t(s)];
-  // Chunk, output slot, staging buffer and first-micro-batch flag in one word: captures of
-  // at most two words stay inside std::function (no allocation in the step).
-  const uint64_t key =
-      (uint64_t(uint32_t(c)) << 32) | (uint64_t(o & 1) << 16) | (uint64_t(s & 0x7fff) << 1) | uint64_t(first);
-  tm.d2h().launch_host([this, key] {
-    const HostChunk& h = chunks_[size_t(key >> 32)];
-    const float* src = bucket_out_.as<float>() + size_t((key >> 16) & 1) * size_t(rs_plan_.max_width()) +
-                       (h.lo - rs_plan_.buckets()[size_t(h.bucket)].lo);
-    std::memcpy(tiers_->staging().data(int((key >> 1) & 0x7fff)), src, size_t(h.hi - h.lo) * 4);
-    tiers_->count(tier::Edge::d2h, size_t(h.hi - h.lo) * 4);
-  });
+  const HostChunk& ch = chunks_[size_t(c)];
+  // The reduced gradients to the staging buffer: a copy the backend orders on the d2h stream.
+  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width()) +
+                     (ch.lo - rs_plan_.buckets()[size_t(ch.bucket)].lo);
+  be_.copy_async(tm.staging().data(s), src, size_t(ch.hi - ch.lo) * 4, tm.d2h());
+  tm.count(tier::Edge::d2h, size_t(ch.hi - ch.lo) * 4);
   tm.d2h().record(ev);
+  // Chunk, staging buffer and first-micro-batch flag in one word: captures of at most two
+  // words stay inside std::function (no allocation in the step).
+  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s & 0x7fff) << 1) | uint64_t(first);
   tm.host_sum().wait(ev);
   tm.host_sum().launch_host([this, key] {
     const int chunk = int(key >> 32);
@@ -556,18 +554,21 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
     });
     tm.host().record(ev);
   }
-  if (update && device_compute_at(0)) {
-    tm.h2d().wait(ev);
-    tm.h2d().launch_host([this, key] {
-      const HostChunk& h = chunks_[size_t(key >> 32)];
-      const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
-      std::memcpy(device_compute_at(h.lo), tiers_->staging().data(int((key >> 1) & 0x7fff)), bytes);
-      tiers_->count(tier::Edge::h2d, bytes);
-    });
-    tm.h2d().record(ev);
-  }
+  if (update && device_compute_at(0)) copy_update_to_device(c, s, ev);
   tm.staging().release_after(s, ev);
   if (update) speculated_ = true;
+}
+
+// A host chunk's updated parameters, from staging buffer s to the device copy the gathers
+// read: a backend copy on the h2d stream, after the update (ev), then ev re-recorded.
+void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
+  tier::TierManager& tm = *tiers_;
+  const HostChunk& h = chunks_[size_t(c)];
+  const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
+  tm.h2d().wait(ev);
+  be_.copy_async(device_compute_at(h.lo), tm.staging().data(s), bytes, tm.h2d());
+  tm.count(tier::Edge::h2d, bytes);
+  tm.h2d().record(ev);
 }
 
 // The host part of the step once the norm is known: an update (not speculated, or redone
@@ -592,16 +593,7 @@ void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t,
                     chunk_redo_[c].t, staging);
   });
   tm.host().record(ev);
-  if (device_compute_at(0)) {
-    tm.h2d().wait(ev);
-    tm.h2d().launch_host([this, key] {
-      const HostChunk& h = chunks_[size_t(key >> 32)];
-      const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
-      std::memcpy(device_compute_at(h.lo), tiers_->staging().data(int((key >> 1) & 0x7fff)), bytes);
-      tiers_->count(tier::Edge::h2d, bytes);
-    });
-    tm.h2d().record(ev);
-  }
+  if (device_compute_at(0)) copy_update_to_device(c, s, ev);
   tm.staging().release_after(s, ev);
 }
 

@@ -196,6 +196,7 @@ class ZeroEngine final : public UnitHooks {
   void reduce_bucket(int bucket, bool last_micro);
   void offload_chunk(int chunk, int out_slot, bool first, bool last);  // d2h → host sum → Adam → h2d
   void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
+  void copy_update_to_device(int c, int s, Event& ev);
   void wait_host();
   void flush_host();                                // the host's queued work done and its NVMe writes on the drive
   void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
