@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/host_name.h"
 
 namespace strata {
 
@@ -104,14 +105,12 @@ MpiComm::MpiComm(MpiCommOptions opts) : opts_(opts) {
   STRATA_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "creating the communicator");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  host_ = name;
+  host_ = host_name();
   // Every rank's host name, for messages about other ranks and for the topology.
   constexpr int kName = 64;
   std::vector<char> all(size_t(size_) * kName, 0);
   char mine[kName] = {};
-  std::strncpy(mine, name, kName - 1);
+  std::strncpy(mine, host_.c_str(), kName - 1);
   STRATA_MPI_CHECK(MPI_Allgather(mine, kName, MPI_CHAR, all.data(), kName, MPI_CHAR, comm_), "exchanging host names");
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(&all[size_t(r) * kName]);
   // Nodes are hosts; STRATA_RANKS_PER_NODE overrides them (a test simulating nodes on one

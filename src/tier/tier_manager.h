@@ -8,6 +8,7 @@
 // all of them are created once, so the steady-state step allocates nothing. The manager
 // also keeps the step timeline: bytes moved per tier edge and busy seconds per engine.
 #pragma once
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -84,6 +85,8 @@ class TierManager {
   Stream& h2d() { return *h2d_; }
   Stream& host() { return *host_; }          // CPU Adam
   Stream& host_sum() { return *host_sum_; }  // host-side gradient accumulation and norms
+  // The four in pipeline order (d2h, host_sum, host, h2d): what draining the host side waits on.
+  std::array<Stream*, 4> streams() { return {d2h_.get(), host_sum_.get(), host_.get(), h2d_.get()}; }
   StagingPool& staging() { return *staging_; }
   const TierOptions& options() const { return opts_; }
 

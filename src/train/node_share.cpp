@@ -6,6 +6,7 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "core/host_name.h"
 #include "cpu/affinity.h"
 
 namespace strata {
@@ -42,9 +43,7 @@ NodeShare node_share(const Communicator* comm, size_t host_mem_request, const st
     s.local_rank = comm->local_rank(), s.local_size = comm->local_size();
     host = comm->host();
   } else {
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    host = name;
+    host = host_name();
   }
   if (node_ram == 0) node_ram = physical_ram();
   if (node_cpus <= 0) node_cpus = int(cpu::allowed_cpus().size());

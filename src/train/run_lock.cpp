@@ -12,30 +12,21 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "core/host_name.h"
 
 namespace strata {
 
-namespace {
-
-std::string this_host() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-}  // namespace
-
 std::string LockOwner::describe() const { return "PID " + std::to_string(pid) + " on host " + host; }
 
-bool LockOwner::is_this_process() const { return pid == long(::getpid()) && host == this_host(); }
+bool LockOwner::is_this_process() const { return pid == long(::getpid()) && host == host_name(); }
 
 bool LockOwner::may_be_alive(bool holding_run_lock) const {
   if (is_this_process()) return true;
-  if (host == this_host()) return !(::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
+  if (host == host_name()) return !(::kill(pid_t(pid), 0) != 0 && errno == ESRCH);
   return !holding_run_lock;
 }
 
-std::string owner_tag() { return this_host() + "-" + std::to_string(::getpid()); }
+std::string owner_tag() { return host_name() + "-" + std::to_string(::getpid()); }
 
 bool parse_owner_tag(const std::string& tag, LockOwner* owner) {
   const size_t dash = tag.rfind('-');

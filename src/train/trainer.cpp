@@ -141,9 +141,9 @@ TrainResult train(const TrainOptions& opts) {
   }
   // The device: chosen by --device (the only concrete backend today is the CPU's).
   std::string device_note;
-  resolve_device(opts.device, &device_note);
+  const std::string device = resolve_device(opts.device, &device_note);  // asks CUDA once
   if (!quiet && !device_note.empty()) std::fprintf(stderr, "strata: note: %s\n", device_note.c_str());
-  const std::unique_ptr<Backend> backend_ptr = make_backend(opts.device, {opts.device_mem, device_threads});
+  const std::unique_ptr<Backend> backend_ptr = make_backend(device, {opts.device_mem, device_threads});
   Backend& backend = *backend_ptr;
   std::unique_ptr<tier::TierManager> tiers;
   if (offload)

@@ -187,7 +187,12 @@ class ZeroEngine final : public UnitHooks {
   bool hpz() const { return hpz_comm_ != nullptr; }
   bool low_precision() const { return buf_.compute_dtype != DType::f32; }
   template <typename F>
-  void submit(F&& work);  // on the communication stream, or inline without overlap
+  void submit(F&& work) {  // on the communication stream, or inline without overlap
+    if (stream_)
+      stream_->launch_host(std::forward<F>(work));
+    else
+      work();
+  }
   void drain();
   void finish_step();
   // Work on the communication stream.

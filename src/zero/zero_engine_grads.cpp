@@ -1,0 +1,289 @@
+// ZeroEngine, part 2 of 4: gradients — hooks, buckets, reduction, and the offload pipeline
+// (chunks to the host, CPU Adam, updated parameters back). Part 1 is zero_engine.cpp.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "cpu/convert.h"
+#include "zero/footprint.h"
+#include "zero/zero_engine.h"
+
+namespace strata::zero {
+
+// ---------------------------------------------------------------- gradients
+
+float* ZeroEngine::bucket_slot(int bucket) {
+  for (int s = 0; s < num_slots_; ++s)
+    if (slot_bucket_[s] == bucket) return bucket_mem_.as<float>() + s * slot_elems_;
+  for (int s = 0; s < num_slots_; ++s)
+    if (slot_bucket_[s] < 0) {
+      slot_bucket_[s] = bucket;
+      return bucket_mem_.as<float>() + s * slot_elems_;
+    }
+  throw_error("gradient buckets completed out of order: a bucket was started while every slot held an incomplete one",
+              "raise --reduce-bucket-size (the model's backward does not produce units in layout order)");
+}
+
+void ZeroEngine::begin_step(const StepPlan& plan) {
+  plan_ = plan;
+  speculated_ = false;
+  last_micro_ = true;
+  if (direct_grads_) grads_full_.zero();
+  std::fill(opens_.begin(), opens_.end(), 0);
+  std::fill(rounds_.begin(), rounds_.end(), 0);
+  access_.begin_step();
+  current_unit_ = pending_release_ = -1;
+}
+
+void ZeroEngine::open_grads(int unit) {
+  ++opens_[size_t(unit)];
+  if (direct_grads_) {  // f32, stages 0-1: accumulate straight into the full gradients
+    model_->set_unit_grads(unit, grads_full_.as<float>() + model_->unit_begin(unit));
+    return;
+  }
+  const size_t bytes = size_t(model_->unit_count(unit)) * 4;
+  int64_t off;
+  const auto t_wait = std::chrono::steady_clock::now();
+  while ((off = grad_arena_.allocate(bytes)) < 0)
+    STRATA_CHECK(grad_arena_.reclaim_oldest(),
+                 "gradient scratch of " + std::to_string(grad_arena_.capacity()) + " bytes cannot hold unit " +
+                     std::to_string(unit) + " (" + std::to_string(bytes) +
+                     " bytes) with the units still open: " + grad_arena_.describe(),
+                 "this is a bug in the engine's plan");
+  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
+  grad_block_[size_t(unit)] = off;
+  float* scratch = reinterpret_cast<float*>(static_cast<char*>(grad_scratch_mem_.data()) + off);
+  std::memset(scratch, 0, bytes);
+  model_->set_unit_grads(unit, scratch);
+}
+
+void ZeroEngine::close_grads(int unit) {
+  if (direct_grads_) return;
+  const int64_t off = grad_block_[size_t(unit)];
+  const bool first = opens_[size_t(unit)] == 1;
+  if (policy_.gradients)
+    submit([this, key = (uint64_t(off) << 17) | (uint64_t(last_micro_) << 16) | uint64_t(unit)] {
+      reduce_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
+    });
+  else
+    submit([this, key = (uint64_t(off) << 17) | (uint64_t(first) << 16) | uint64_t(unit)] {
+      close_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
+    });
+  if (stream_) {
+    stream_->record(*grad_done_[size_t(unit)]);
+    grad_arena_.release_after(off, grad_done_[size_t(unit)].get());
+  } else {
+    grad_arena_.release(off);
+  }
+}
+
+void ZeroEngine::close_unit_work(int unit, int64_t scratch_offset, bool first) {
+  const float* scratch =
+      reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
+  char* dst = static_cast<char*>(grads_full_.data()) + size_t(model_->unit_begin(unit)) * dtype_size(grad_dtype_);
+  accumulate_into(dst, grad_dtype_, scratch, model_->unit_count(unit), !first);
+}
+
+void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
+  const PartitionLayout& lay = *layout_;
+  const float* scratch =
+      reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
+  const auto& groups = unit_groups_[size_t(unit)];
+  for (auto it = groups.rbegin(); it != groups.rend(); ++it) {  // descending shard offsets, like the buckets
+    const SubGroup& g = lay.sub_groups()[size_t(*it)];
+    for (const BucketPlan::Ref& ref : rs_plan_.refs_of_group(*it)) {
+      const Bucket& b = rs_plan_.buckets()[size_t(ref.bucket)];
+      const BucketPiece& piece = b.pieces[size_t(ref.piece)];
+      pack_piece(lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
+                 bucket_slot(ref.bucket));
+      remaining_[size_t(ref.bucket)] -= int64_t(world_) * (piece.hi - piece.lo);
+      if (remaining_[size_t(ref.bucket)] == 0) reduce_bucket(ref.bucket, last);
+    }
+  }
+}
+
+void ZeroEngine::reduce_bucket(int k, bool last) {
+  const Bucket& b = rs_plan_.buckets()[size_t(k)];
+  float* in = bucket_slot(k);
+  const float* out = in;
+  const int o = out_slot_;
+  if (distributed()) {
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    if (host_) out_done_[size_t(o)]->synchronize();  // its last host copy has left
+    comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
+                          std::span<float>(dst, size_t(b.width())));
+    out = dst;
+  } else if (host_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    out_done_[size_t(o)]->synchronize();
+    std::memcpy(dst, in, size_t(b.width()) * 4);
+    out = dst;
+  }
+  const bool first = rounds_[size_t(k)] == 0;
+  const int64_t dev_hi = std::min(b.hi, host_begin_);  // the device's part of the bucket
+  if (dev_hi > b.lo) {
+    char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
+    accumulate_into(shard, grad_dtype_, out, dev_hi - b.lo, !first);
+  }
+  if (host_ && !bucket_chunks_[size_t(k)].empty()) {
+    for (int c : bucket_chunks_[size_t(k)]) offload_chunk(c, o, first, last);
+    tiers_->d2h().record(*out_done_[size_t(o)]);
+    out_slot_ = 1 - out_slot_;
+  }
+  ++rounds_[size_t(k)];
+  ++stats_.buckets_reduced;
+  remaining_[size_t(k)] = int64_t(world_) * b.width();
+  for (int& s : slot_bucket_)
+    if (s == k) s = -1;
+}
+
+// A reduced chunk's journey: device→host into a staging buffer, accumulated on the host
+// (with its square sum for the norm) and, on the step's last micro-batch with speculation,
+// updated by the CPU Adam with its new parameters going host→device. Each stage waits for
+// the previous one by event; the staging buffer is free when the last stage is done.
+void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
+  tier::TierManager& tm = *tiers_;
+  const int s = tm.staging().acquire();
+  Event& ev = *stage_ev_[size_t(s)];
+  const HostChunk& ch = chunks_[size_t(c)];
+  // The reduced gradients to the staging buffer: a copy the backend orders on the d2h stream.
+  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width()) +
+                     (ch.lo - rs_plan_.buckets()[size_t(ch.bucket)].lo);
+  be_.copy_async(tm.staging().data(s), src, size_t(ch.hi - ch.lo) * 4, tm.d2h());
+  tm.count(tier::Edge::d2h, size_t(ch.hi - ch.lo) * 4);
+  tm.d2h().record(ev);
+  // Chunk, staging buffer and first-micro-batch flag in one word: captures of at most two
+  // words stay inside std::function (no allocation in the step).
+  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s & 0x7fff) << 1) | uint64_t(first);
+  tm.host_sum().wait(ev);
+  tm.host_sum().launch_host([this, key] {
+    const int chunk = int(key >> 32);
+    const void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
+    chunk_sq_[size_t(chunk)] = host_->accumulate(chunks_[size_t(chunk)], static_cast<const float*>(staging), key & 1);
+  });
+  tm.host_sum().record(ev);
+  const bool update = last && host_->speculative();
+  if (update) {
+    tm.host().wait(ev);
+    tm.host().launch_host([this, key] {
+      void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
+      const size_t c = size_t(key >> 32);
+      host_->update(chunks_[c], c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, plan_.lr, plan_.grad_scale, plan_.t,
+                    device_compute_at(0) ? staging : nullptr);
+    });
+    tm.host().record(ev);
+  }
+  if (update && device_compute_at(0)) copy_update_to_device(c, s, ev);
+  tm.staging().release_after(s, ev);
+  if (update) speculated_ = true;
+}
+
+// A host chunk's updated parameters, from staging buffer s to the device copy the gathers
+// read: a backend copy on the h2d stream, after the update (ev), then ev re-recorded.
+void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
+  tier::TierManager& tm = *tiers_;
+  const HostChunk& h = chunks_[size_t(c)];
+  const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
+  tm.h2d().wait(ev);
+  be_.copy_async(device_compute_at(h.lo), tm.staging().data(s), bytes, tm.h2d());
+  tm.count(tier::Edge::h2d, bytes);
+  tm.h2d().record(ev);
+}
+
+// The host part of the step once the norm is known: an update (not speculated, or redone
+// with the real clip scale) or, after an overflow, a restore of the speculative copy-out.
+void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t, bool restore) {
+  tier::TierManager& tm = *tiers_;
+  const int s = tm.staging().acquire();
+  Event& ev = *stage_ev_[size_t(s)];
+  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
+  // The chunk's own copy of the step's values: the host thread reads it while later chunks
+  // (and, after a skipped step, the next step) are queued with other values. Written here
+  // only after the chunk's previous host work is done (each step flushes the host stream).
+  chunk_redo_[size_t(c)] = {lr, grad_scale, t};
+  tm.host().launch_host([this, key] {
+    const size_t c = size_t(key >> 32);
+    const HostChunk& h = chunks_[c];
+    void* staging = device_compute_at(0) ? tiers_->staging().data(int((key >> 1) & 0x7fff)) : nullptr;
+    if (key & 1)
+      host_->restore(h, staging);
+    else
+      host_->update(h, c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, chunk_redo_[c].lr, chunk_redo_[c].grad_scale,
+                    chunk_redo_[c].t, staging);
+  });
+  tm.host().record(ev);
+  if (device_compute_at(0)) copy_update_to_device(c, s, ev);
+  tm.staging().release_after(s, ev);
+}
+
+void ZeroEngine::reduce_stage0() {
+  if (!distributed()) return;
+  const int64_t n = layout_->model_elements();
+  if (!low_precision()) {
+    const int64_t chunk = std::max<int64_t>(1, opts_.reduce_bucket_size);
+    for (int64_t i = 0; i < n; i += chunk)
+      comm_->all_reduce(std::span<float>(grads_full_.as<float>() + i, size_t(std::min(chunk, n - i))));
+    return;
+  }
+  float* staging = bucket_mem_.as<float>();
+  char* g = static_cast<char*>(grads_full_.data());
+  const size_t gsz = dtype_size(grad_dtype_);
+  for (int64_t i = 0; i < n; i += slot_elems_) {
+    const int64_t len = std::min(slot_elems_, n - i);
+    cpu::convert_to_f32(staging, g + size_t(i) * gsz, grad_dtype_, size_t(len));
+    comm_->all_reduce(std::span<float>(staging, size_t(len)));
+    cpu::convert_from_f32(g + size_t(i) * gsz, grad_dtype_, staging, size_t(len));
+  }
+}
+
+void ZeroEngine::reduce_stage1() {
+  // The full gradients are complete: pack each bucket from them and reduce-scatter it.
+  const PartitionLayout& lay = *layout_;
+  const size_t gsz = dtype_size(grad_dtype_);
+  for (size_t k = 0; k < rs_plan_.buckets().size(); ++k) {
+    const Bucket& b = rs_plan_.buckets()[k];
+    float* slot = bucket_slot(int(k));
+    for (const BucketPiece& piece : b.pieces)
+      pack_piece(
+          lay, b, piece,
+          static_cast<const char*>(grads_full_.data()) + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * gsz,
+          grad_dtype_, slot);
+    reduce_bucket(int(k), true);
+  }
+}
+
+ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
+  drain();  // every bucket reduced, every 16-bit close accumulated
+  for (size_t k = 0; k < remaining_.size(); ++k)
+    STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || rs_plan_.buckets()[k].width() == 0,
+                 "gradient bucket " + std::to_string(k) + " was never reduced this step",
+                 "the model did not close every unit's gradients; this is a bug in the model's hooks");
+  double sq = 0;
+  if (!policy_.optimizer_states) {
+    reduce_stage0();
+    // Every rank holds the same reduced gradients: each sums the squares of its 1/N.
+    const int64_t n = layout_->model_elements(), lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
+    sq = be_.sum_squares({static_cast<char*>(grads_full_.data()) + size_t(lo) * dtype_size(grad_dtype_),
+                          grad_dtype_,
+                          {hi - lo},
+                          Tier::device});
+  } else {
+    if (!policy_.gradients) reduce_stage1();
+    sq = be_.sum_squares({shard_grads_.data(), grad_dtype_, {host_begin_}, Tier::device});
+    if (host_) {  // the host's part: its chunks' square sums, in chunk order
+      const auto t0 = std::chrono::steady_clock::now();
+      tiers_->d2h().synchronize();
+      tiers_->host_sum().synchronize();
+      stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (double c : chunk_sq_) sq += c;
+    }
+  }
+  // One all-reduce agrees on the loss, the norm, overflow (a non-finite square sum) and stop.
+  double v[4] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0, stop ? 1.0 : 0.0};
+  if (distributed()) comm_->all_reduce(std::span<double>(v, 4));
+  return {v[0], std::sqrt(v[1]), v[2] > 0 || !std::isfinite(v[1]), v[3] > 0};
+}
+
+}  // namespace strata::zero
