@@ -46,7 +46,7 @@ Measured measure_strata(const GPT2Config& cfg, const ModelBenchOptions& o, DType
     const auto t0 = std::chrono::steady_clock::now();
     model.zero_grad();
     model.forward(tokens);
-    model.backward(targets, 1.0f);
+    model.backward(targets, 1.0f, nullptr, 1.0);
     optim.step(model.master_flat().as<float>(), model.grad_flat().data, DType::f32, model.compute_flat().data, dtype,
                groups, 1e-4f, 1.0f, s + 1);
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

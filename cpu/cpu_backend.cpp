@@ -7,21 +7,39 @@
 #include <omp.h>
 #endif
 
-#include "cpu/cpu_stream.h"
+#include "cpu/adam/adam.h"
+#include "cpu/engine_ops.h"
 #include "cpu/host_memory.h"
 #include "cpu/ops.h"
 
 namespace strata::cpu {
 
+bool opaque_device_requested() {
+  const char* v = std::getenv("STRATA_OPAQUE_DEVICE");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+namespace {
+// A view's host address: every op translates its operands first (a no-op for host memory).
+TensorView h(TensorView v) {
+  v.data = host_address(v.data);
+  return v;
+}
+}  // namespace
+
 CpuBackend::CpuBackend(CpuBackendOptions opts)
     : budget_("device", opts.device_mem_bytes),
-      ws_([this](size_t bytes, const std::string& tag) { return allocate(bytes, tag); }) {
+      opaque_(opts.opaque),
+      // The ops' scratch is the backend's own memory: charged to the budget, never tagged.
+      ws_([this](size_t bytes, const std::string& tag) { return allocate_memory(bytes, tag, false); }) {
 #ifdef _OPENMP
   if (opts.threads > 0) omp_set_num_threads(opts.threads);
 #endif
 }
 
-Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) {
+Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) { return allocate_memory(bytes, tag, opaque_); }
+
+Buffer CpuBackend::allocate_memory(size_t bytes, const std::string& tag, bool tagged) {
   budget_.charge(bytes, "'" + tag + "'");
   // STRATA_TRACE_ALLOC=1 lists every device allocation (what fills a budget).
   static const bool trace = std::getenv("STRATA_TRACE_ALLOC") != nullptr;
@@ -33,8 +51,8 @@ Buffer CpuBackend::allocate(size_t bytes, const std::string& tag) {
     budget_.release(bytes);
     throw;
   }
-  return Buffer(p, bytes, Tier::device, tag, [this](void* ptr, size_t n) {
-    cpu::host_free(ptr, n);
+  return Buffer(tagged ? tag_device(p) : p, bytes, Tier::device, tag, [this](void* ptr, size_t n) {
+    cpu::host_free(host_address(ptr), n);
     budget_.release(n);
   });
 }
@@ -60,48 +78,141 @@ void CpuBackend::host_free(void* p, size_t bytes, bool pinned) {
 std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) { return std::make_unique<CpuStream>(name); }
 std::unique_ptr<Event> CpuBackend::make_event() { return std::make_unique<CpuEvent>(); }
 
-void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s) {
-  dynamic_cast<CpuStream&>(s).copy(dst, src, bytes);
+void CpuBackend::run(Stream& s, const DeviceOp& op) {
+  if (&s == &compute_)
+    op.run(op);
+  else
+    dynamic_cast<CpuStream&>(s).op(op);
 }
 
+void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s) {
+  if (bytes == 0) return;
+  if (&s == &compute_)
+    std::memcpy(host_address(dst), host_address(src), bytes);
+  else
+    dynamic_cast<CpuStream&>(s).copy(host_address(dst), host_address(src), bytes);
+}
+
+// ---- engine ops: arguments travel by value in a DeviceOp, translated when they run ----
+
+void CpuBackend::fill_zero(void* dst, size_t bytes, Stream& s) {
+  if (bytes == 0) return;
+  DeviceOp op;
+  op.run = [](const DeviceOp& o) { std::memset(host_address(o.p[0]), 0, size_t(o.i[0])); };
+  op.p[0] = dst;
+  op.i[0] = int64_t(bytes);
+  run(s, op);
+}
+
+void CpuBackend::convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n, bool accumulate, Stream& s) {
+  if (n <= 0) return;
+  DeviceOp op;
+  op.run = [](const DeviceOp& o) {
+    convert_accumulate(host_address(o.p[0]), DType(o.i[1]), host_address(o.p[1]), DType(o.i[2]), o.i[0], o.i[3] != 0);
+  };
+  op.p[0] = dst;
+  op.p[1] = const_cast<void*>(src);
+  op.i[0] = n, op.i[1] = int64_t(dst_t), op.i[2] = int64_t(src_t), op.i[3] = accumulate;
+  run(s, op);
+}
+
+void CpuBackend::sum_squares(double* out, const void* x, DType t, int64_t n, bool accumulate, Stream& s) {
+  DeviceOp op;
+  // On the compute stream (the caller's thread) the chunks run in parallel; on a worker
+  // stream serially. The chunks are fixed by n, so the result is the same either way.
+  op.run = [](const DeviceOp& o) {
+    double* acc = host_address(static_cast<double*>(o.p[0]));
+    const double sq = cpu::sum_squares(host_address(o.p[1]), DType(o.i[1]), o.i[0], o.i[3] != 0);
+    *acc = o.i[2] ? *acc + sq : sq;
+  };
+  op.p[0] = out;
+  op.p[1] = const_cast<void*>(x);
+  op.i[0] = n, op.i[1] = int64_t(t), op.i[2] = accumulate, op.i[3] = &s == &compute_;
+  run(s, op);
+}
+
+void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
+  // The arguments outlive the call only on the compute stream (synchronous); elsewhere the
+  // caller's AdamWArgs would have to stay alive, so device AdamW runs on the compute stream.
+  STRATA_CHECK(&s == &compute_, "AdamW queued on stream '" + s.name() + "'",
+               "this is a bug: the CPU backend runs the device AdamW on its compute stream");
+  AdamTensors ts;
+  ts.param = host_address(a.param);
+  ts.m = host_address(a.m);
+  ts.v = host_address(a.v);
+  ts.grad = host_address(a.grad);
+  ts.grad_dtype = a.grad_dtype;
+  ts.param_out = host_address(a.param_out);
+  ts.out_dtype = a.out_dtype;
+  ts.n = a.n;
+  const AdamHyper hp{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, true, true, a.t, a.grad_scale};
+  const AdamOptions ko{AdamIsa(a.isa), a.threads, a.tile};
+  if (adam_step(ts, hp, ko) && nonfinite) *host_address(nonfinite) = 1;
+}
+
+// ---- transformer ops (compute stream: the calling thread) ----
+
 void CpuBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
-  cpu::encoder_forward(out, tokens, wte, wpe);
+  cpu::encoder_forward(h(out), tokens, h(wte), h(wpe));
 }
 void CpuBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
-  cpu::encoder_backward(dwte, dwpe, dout, tokens);
+  cpu::encoder_backward(h(dwte), h(dwpe), h(dout), tokens);
 }
 void CpuBackend::layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                                    TensorView bias) {
-  cpu::layernorm_forward(out, mean, rstd, inp, weight, bias);
+  cpu::layernorm_forward(h(out), h(mean), h(rstd), h(inp), h(weight), h(bias));
 }
 void CpuBackend::layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                                     TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
-  cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, ws_);
+  cpu::layernorm_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), h(mean), h(rstd), ws_);
 }
 void CpuBackend::matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) {
-  cpu::matmul_forward(out, inp, weight, bias, ws_);
+  cpu::matmul_forward(h(out), h(inp), h(weight), h(bias), ws_);
 }
 void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                                  TensorView weight) {
-  cpu::matmul_backward(dinp, dweight, dbias, dout, inp, weight, ws_);
+  cpu::matmul_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), ws_);
 }
 void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head) {
-  cpu::attention_forward(out, lse, qkv, n_head, ws_);
+  cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_);
 }
 void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
                                     int n_head) {
-  cpu::attention_backward(dqkv, dout, qkv, out, lse, n_head, ws_);
+  cpu::attention_backward(h(dqkv), h(dout), h(qkv), h(out), h(lse), n_head, ws_);
 }
-void CpuBackend::gelu_forward(TensorView out, TensorView inp) { cpu::gelu_forward(out, inp); }
+void CpuBackend::gelu_forward(TensorView out, TensorView inp) { cpu::gelu_forward(h(out), h(inp)); }
 void CpuBackend::gelu_backward(TensorView dinp, TensorView inp, TensorView dout) {
-  cpu::gelu_backward(dinp, inp, dout);
+  cpu::gelu_backward(h(dinp), h(inp), h(dout));
 }
-void CpuBackend::residual_forward(TensorView out, TensorView a, TensorView b) { cpu::residual_forward(out, a, b); }
-double CpuBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits,
-                                                  std::span<const int32_t> targets, int vocab, float dloss) {
-  return cpu::cross_entropy_forward_backward(losses, logits, targets, vocab, dloss);
+void CpuBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
+  cpu::residual_forward(h(out), h(a), h(b));
 }
-void CpuBackend::cast(TensorView dst, TensorView src) { cpu::cast(dst, src); }
-double CpuBackend::sum_squares(TensorView x) { return cpu::sum_squares(x); }
+void CpuBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) {
+  cpu::rmsnorm_forward(h(out), h(rstd), h(inp), h(weight), eps);
+}
+void CpuBackend::rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
+                                  TensorView weight, TensorView rstd) {
+  cpu::rmsnorm_backward(h(dinp), h(dweight), h(dout), h(inp), h(weight), h(rstd), ws_);
+}
+void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
+  cpu::rope(h(x), first_head, heads, head_dim, theta, inverse);
+}
+void CpuBackend::gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) {
+  cpu::gqa_expand(h(packed), h(fused), n_head, n_kv_head, head_dim);
+}
+void CpuBackend::gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) {
+  cpu::gqa_reduce(h(dfused), h(dpacked), n_head, n_kv_head, head_dim);
+}
+void CpuBackend::swiglu_forward(TensorView out, TensorView gate_up) { cpu::swiglu_forward(h(out), h(gate_up)); }
+void CpuBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
+  cpu::swiglu_backward(h(dgate_up), h(gate_up), h(dout));
+}
+void CpuBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
+                                                int vocab, float dloss, double* loss_sum, double loss_divisor,
+                                                double loss_weight) {
+  const double total = cpu::cross_entropy_forward_backward(h(losses), h(logits), targets, vocab, dloss);
+  if (loss_sum) *host_address(loss_sum) += total / loss_divisor * loss_weight;
+}
+void CpuBackend::cast(TensorView dst, TensorView src) { cpu::cast(h(dst), h(src)); }
 
 }  // namespace strata::cpu

@@ -4,6 +4,8 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "cpu/cpu_stream.h"
+#include "cpu/device_address.h"
 #include "cpu/ops.h"
 #include "cpu/workspace.h"
 
@@ -12,12 +14,15 @@ namespace strata::cpu {
 struct CpuBackendOptions {
   size_t device_mem_bytes = size_t(8) << 30;  // the "device" budget
   int threads = 0;                            // OpenMP threads for ops; 0 = all available
+  // Device memory not addressable by host code (see cpu/device_address.h); default from
+  // STRATA_OPAQUE_DEVICE=1.
+  bool opaque = opaque_device_requested();
 };
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(CpuBackendOptions opts);
-  std::string name() const override { return "cpu"; }
+  std::string name() const override { return opaque_ ? "cpu (opaque device memory)" : "cpu"; }
 
   Buffer allocate(size_t bytes, const std::string& tag) override;
   MemoryBudget& budget() override { return budget_; }
@@ -27,6 +32,14 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Stream> make_stream(const std::string& name) override;
   std::unique_ptr<Event> make_event() override;
   void copy_async(void* dst, const void* src, size_t bytes, Stream& s) override;
+  Stream& compute_stream() override { return compute_; }
+  void* transport_address(const void* p) const override { return host_address(const_cast<void*>(p)); }
+  bool opaque() const { return opaque_; }
+
+  void fill_zero(void* dst, size_t bytes, Stream& s) override;
+  void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n, bool accumulate, Stream& s) override;
+  void sum_squares(double* out, const void* x, DType t, int64_t n, bool accumulate, Stream& s) override;
+  void adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) override;
 
   void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) override;
   void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) override;
@@ -41,35 +54,27 @@ class CpuBackend final : public Backend {
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
                           int n_head) override;
   void gelu_forward(TensorView out, TensorView inp) override;
-  void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) override {
-    cpu::rmsnorm_forward(out, rstd, inp, weight, eps);
-  }
+  void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) override;
   void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
-                        TensorView rstd) override {
-    cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, ws_);
-  }
-  void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) override {
-    cpu::rope(x, first_head, heads, head_dim, theta, inverse);
-  }
-  void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override {
-    cpu::gqa_expand(packed, fused, n_head, n_kv_head, head_dim);
-  }
-  void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override {
-    cpu::gqa_reduce(dfused, dpacked, n_head, n_kv_head, head_dim);
-  }
-  void swiglu_forward(TensorView out, TensorView gate_up) override { cpu::swiglu_forward(out, gate_up); }
-  void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) override {
-    cpu::swiglu_backward(dgate_up, gate_up, dout);
-  }
+                        TensorView rstd) override;
+  void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) override;
+  void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
+  void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;
+  void swiglu_forward(TensorView out, TensorView gate_up) override;
+  void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) override;
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
-  double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
-                                        int vocab, float dloss) override;
+  void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
+                                      float dloss, double* loss_sum, double loss_divisor, double loss_weight) override;
   void cast(TensorView dst, TensorView src) override;
-  double sum_squares(TensorView x) override;
 
  private:
+  // Runs op now (the compute stream) or queues it on s, a CpuStream.
+  void run(Stream& s, const DeviceOp& op);
+  Buffer allocate_memory(size_t bytes, const std::string& tag, bool tagged);
   MemoryBudget budget_;
+  bool opaque_;
+  InlineStream compute_;
   Workspace ws_;
 };
 

@@ -41,7 +41,9 @@ bool CpuEvent::ready() const {
   return completed_ >= armed_;
 }
 
-CpuStream::CpuStream(std::string name) : name_(std::move(name)), worker_([this] { run(); }) {}
+// The ring starts deep enough for a step's worth of queued work (a stage-3 NVMe step queues
+// a few hundred items ahead of a worker), so growing it stays out of the steady state.
+CpuStream::CpuStream(std::string name) : name_(std::move(name)), ring_(1024), worker_([this] { run(); }) {}
 
 CpuStream::~CpuStream() {
   {
@@ -52,10 +54,33 @@ CpuStream::~CpuStream() {
   worker_.join();
 }
 
-void CpuStream::enqueue(std::function<void()> work) { push({std::move(work)}); }
+void CpuStream::enqueue(std::function<void()> work) {
+  Item item;
+  item.fn = std::move(work);
+  push(std::move(item));
+}
 
 void CpuStream::copy(void* dst, const void* src, size_t bytes) {
-  push({nullptr, Kind::copy, nullptr, 0, dst, src, bytes});
+  Item item;
+  item.kind = Kind::copy, item.dst = dst, item.src = src, item.bytes = bytes;
+  push(std::move(item));
+}
+
+void CpuStream::op(const DeviceOp& op) {
+  Item item;
+  item.kind = Kind::op, item.op = op;
+  push(std::move(item));
+}
+
+void CpuStream::push_event(Kind kind, CpuEvent& ev, uint64_t generation) {
+  Item item;
+  item.kind = kind, item.event = &ev, item.generation = generation;
+  push(std::move(item));
+}
+
+void InlineStream::record(Event& e) {
+  auto& ev = dynamic_cast<CpuEvent&>(e);
+  ev.complete(ev.arm(), nullptr);
 }
 
 void CpuStream::push(Item item) {
@@ -76,13 +101,13 @@ void CpuStream::push(Item item) {
 void CpuStream::record(Event& e) {
   auto& ev = dynamic_cast<CpuEvent&>(e);
   // The event carries the stream's first error so a waiter on another thread sees it.
-  push({nullptr, Kind::complete, &ev, ev.arm()});
+  push_event(Kind::complete, ev, ev.arm());
 }
 
 void CpuStream::wait(Event& e) {
   // Later work waits for the event's latest recording as of now (cudaStreamWaitEvent).
   auto& ev = dynamic_cast<CpuEvent&>(e);
-  push({nullptr, Kind::wait, &ev, ev.latest()});
+  push_event(Kind::wait, ev, ev.latest());
 }
 
 double CpuStream::busy_seconds() const {
@@ -113,7 +138,8 @@ void CpuStream::run() {
     // After an error, work is skipped but waits are kept: an event recorded after them must
     // still mean "everything upstream is done", or a buffer is handed on while another stream
     // still reads it (TSan found a staging buffer reused that way after an NVMe fault).
-    const bool skip = error_ != nullptr && (item.kind == Kind::work || item.kind == Kind::copy);
+    const bool skip =
+        error_ != nullptr && (item.kind == Kind::work || item.kind == Kind::copy || item.kind == Kind::op);
     const std::exception_ptr carried = error_;
     lock.unlock();
     std::exception_ptr err;
@@ -127,13 +153,14 @@ void CpuStream::run() {
           item.event->wait_for(item.generation);
         else if (item.kind == Kind::copy)
           std::memcpy(item.dst, item.src, item.bytes);
+        else if (item.kind == Kind::op)
+          item.op.run(item.op);
         else
           item.fn();
       } catch (...) {
         err = std::current_exception();
       }
-      if (item.kind == Kind::work || item.kind == Kind::copy)
-        ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (item.kind != Kind::wait) ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     lock.lock();
     busy_s_ += ran;

@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -33,6 +34,32 @@ class CpuEvent final : public Event {
   std::exception_ptr error_;
 };
 
+// A backend op held inline in a stream's queue: a function and its arguments by value, so
+// enqueueing allocates nothing (std::function would, past two words of captures).
+struct DeviceOp {
+  void (*run)(const DeviceOp&) = nullptr;
+  void* p[4] = {};
+  int64_t i[4] = {};
+  double d[2] = {};
+  const void* ctx = nullptr;  // e.g. the backend or an argument block owned by the caller
+};
+
+// The compute stream: work runs at once on the calling thread (the CPU backend's ops are
+// synchronous), events recorded on it are complete when recorded, and waiting on an event
+// blocks the caller, as later compute must not start before it.
+class InlineStream final : public Stream {
+ public:
+  void record(Event& e) override;
+  void wait(Event& e) override { e.synchronize(); }
+  void synchronize() override {}
+  void launch_host(std::function<void()> fn) override { fn(); }
+  double busy_seconds() const override { return 0; }
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string name_ = "compute";
+};
+
 class CpuStream final : public Stream {
  public:
   explicit CpuStream(std::string name);
@@ -42,6 +69,8 @@ class CpuStream final : public Stream {
   void enqueue(std::function<void()> work);
   // A memcpy on the stream, held inline in the queue (no std::function: no allocation).
   void copy(void* dst, const void* src, size_t bytes);
+  // A backend op on the stream, held inline as well.
+  void op(const DeviceOp& op);
   void launch_host(std::function<void()> fn) override { enqueue(std::move(fn)); }
   void record(Event& e) override;
   void wait(Event& e) override;
@@ -56,7 +85,7 @@ class CpuStream final : public Stream {
   std::condition_variable cv_work_, cv_idle_;
   // Work, or an event completion / wait (held inline, so recording allocates nothing).
   // Completions run even after a failure, so waiters never hang.
-  enum class Kind : uint8_t { work, copy, complete, wait };
+  enum class Kind : uint8_t { work, copy, op, complete, wait };
   struct Item {
     std::function<void()> fn;
     Kind kind = Kind::work;
@@ -65,8 +94,10 @@ class CpuStream final : public Stream {
     void* dst = nullptr;  // copy
     const void* src = nullptr;
     size_t bytes = 0;
+    DeviceOp op;  // op
   };
   void push(Item item);
+  void push_event(Kind kind, CpuEvent& ev, uint64_t generation);
   // A ring that only ever grows, so a steady-state step enqueues without allocating.
   std::vector<Item> ring_;
   size_t head_ = 0, count_ = 0;

@@ -37,7 +37,6 @@ void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head
 void swiglu_forward(TensorView out, TensorView gate_up);
 void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout);
 inline int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
-double sum_squares(TensorView x);
 
 // Calls f(T{}) with T = float, bf16 or f16 for an activation tensor's dtype.
 template <typename F>

@@ -173,39 +173,6 @@ void cast(TensorView dst, TensorView src) {
   convert_parallel(dst.data, dst.dtype, src.data, src.dtype, size_t(src.numel()));
 }
 
-double sum_squares(TensorView x) {
-  // Fixed chunks (their size depends only on n) summed in order: the result is the same
-  // for every thread count and run, which clipping and bitwise resumes rely on.
-  const int64_t n = x.numel();
-  constexpr int64_t kMaxChunks = 1024;
-  const int64_t chunk = std::max<int64_t>(4096, (n + kMaxChunks - 1) / kMaxChunks / 8 * 8 + 8);
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  double partial[kMaxChunks];
-  dispatch_act(x.dtype, [&]<typename T_>(T_) {
-    const T_* p = static_cast<const T_*>(x.data);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t lo = c * chunk, hi = std::min(n, lo + chunk);
-      __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-      int64_t i = lo;
-      for (; i + 8 <= hi; i += 8) {
-        const __m256 v = simd::load8(p + i);
-        const __m256d l = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), h = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-        a0 = _mm256_fmadd_pd(l, l, a0);
-        a1 = _mm256_fmadd_pd(h, h, a1);
-      }
-      alignas(32) double lanes[4];
-      _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
-      double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-      for (; i < hi; ++i) s += double(to_f32(p[i])) * double(to_f32(p[i]));
-      partial[c] = s;
-    }
-  });
-  double total = 0;
-  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
-  return total;
-}
-
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss) {
   const int64_t Vp = last_dim(logits), N = int64_t(targets.size());

@@ -14,8 +14,6 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'umount "$tmp"/small 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$src/tests/test_lib.sh"
 mpi=(mpirun --allow-run-as-root --oversubscribe)
-# The logged steps as "step loss lr grad_norm" lines (what must equal the uninterrupted run's).
-log_lines() { sed -E 's/.*"step":([0-9]+).*/\1 &/' "$1/metrics.jsonl" | grep -oE '^[0-9]+|"(loss|lr|grad_norm)":[^,]*' | paste -d' ' - - - -; }
 same_log() {  # same_log REF RUN: identical, each step exactly once
   log_lines "$1" >"$tmp/ref.lines"; log_lines "$2" >"$tmp/run.lines"
   local dup; dup=$(cut -d' ' -f1 "$tmp/run.lines" | sort | uniq -d | head -3)

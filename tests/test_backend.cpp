@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -154,6 +157,51 @@ TEST(Device, ChosenAtRunTime) {
         << m;
   }
   EXPECT_THROW(resolve_device("tpu"), Error);
+}
+
+// S11: in opaque mode a device buffer's address is not host-addressable; only the backend's
+// copies and ops reach it. A direct store through it must crash at once.
+TEST(OpaqueDevice, DirectDereferenceCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  cpu::CpuBackend be({size_t(1) << 20, 1, /*opaque=*/true});
+  Buffer b = be.allocate(64, "test:opaque");
+  EXPECT_EXIT(
+      {
+        *static_cast<volatile float*>(b.data()) = 1.0f;
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGSEGV), "");
+  EXPECT_EXIT(
+      {
+        std::fprintf(stderr, "%f\n", double(*static_cast<volatile float*>(b.data())));
+        std::exit(0);
+      },
+      testing::KilledBySignal(SIGSEGV), "");
+  // The control: without opaque mode the same store is an ordinary host store.
+  cpu::CpuBackend plain({size_t(1) << 20, 1, /*opaque=*/false});
+  Buffer p = plain.allocate(64, "test:plain");
+  *static_cast<volatile float*>(p.data()) = 1.0f;
+  EXPECT_EQ(*static_cast<volatile float*>(p.data()), 1.0f);
+}
+
+TEST(OpaqueDevice, CopiesAndOpsReachTheMemory) {
+  cpu::CpuBackend be({size_t(1) << 20, 1, /*opaque=*/true});
+  Buffer a = be.allocate(8 * 4, "test:a"), c = be.allocate(8 * 4, "test:c");
+  std::vector<float> x{1, 2, 3, 4, 5, 6, 7, 8}, y(8);
+  EXPECT_NE(a.data(), nullptr);
+  be.upload(a.data(), x.data(), 32);
+  be.residual_forward(c.view(DType::f32, {8}), a.view(DType::f32, {8}), a.view(DType::f32, {8}));
+  be.download(y.data(), c.data(), 32);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y[size_t(i)], 2 * x[size_t(i)]);
+  // On a worker stream too: accumulate, square sum into a device scalar, then read it back.
+  auto s = be.make_stream("test");
+  Buffer sum = be.allocate(8, "test:sum");
+  be.convert(c.data(), DType::f32, a.data(), DType::f32, 8, true, *s);
+  be.sum_squares(sum.as<double>(), c.data(), DType::f32, 8, false, *s);
+  s->synchronize();
+  double sq = 0;
+  be.download(&sq, sum.data(), 8);
+  EXPECT_EQ(sq, 9.0 * (1 + 4 + 9 + 16 + 25 + 36 + 49 + 64));
 }
 
 }  // namespace strata

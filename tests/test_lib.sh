@@ -8,3 +8,5 @@ expect_error() {
   grep -q -- "$pattern" "$tmp/err" || fail "strata $* stderr lacks '$pattern': $(cat "$tmp/err")"
   echo "ok: strata $* -> exit $rc: $(head -c 200 "$tmp/err")"
 }
+# The logged steps of OUT as "step loss lr grad_norm" lines (what must equal another run's).
+log_lines() { sed -E 's/.*"step":([0-9]+).*/\1 &/' "$1/metrics.jsonl" | grep -oE '^[0-9]+|"(loss|lr|grad_norm)":[^,]*' | paste -d' ' - - - -; }

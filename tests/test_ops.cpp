@@ -139,8 +139,10 @@ TEST(CrossEntropy, MaskedAndPaddedColumns) {
   std::vector<int32_t> targets{2, -1, 4};
   std::vector<float> losses(N);
   cpu::CpuBackend be({size_t(1) << 20, 1});
-  const double total = be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}},
-                                                         {logits.data(), DType::f32, {N, Vp}}, targets, V, 0.5f);
+  double total = 1.5;  // the op adds Σ losses / divisor · weight to it
+  be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}}, {logits.data(), DType::f32, {N, Vp}}, targets, V,
+                                    0.5f, &total, 4.0, 2.0);
+  total = (total - 1.5) * 2.0;
   double expect_total = 0;
   for (int n = 0; n < N; ++n) {
     if (targets[size_t(n)] < 0) {
@@ -163,7 +165,7 @@ TEST(CrossEntropy, MaskedAndPaddedColumns) {
   EXPECT_NEAR(total, expect_total, 1e-5);
   std::vector<int32_t> bad{7, 0, 0};
   EXPECT_THROW(be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}}, {logits.data(), DType::f32, {N, Vp}},
-                                                 bad, V, 1.0f),
+                                                 bad, V, 1.0f, nullptr, 1.0, 1.0),
                Error);
 }
 

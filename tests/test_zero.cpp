@@ -541,8 +541,10 @@ TEST(ZeroOverlap, ReduceScatterRunsWhileBackwardContinues) {
   engine.begin_pass();
   for (int u = 3; u >= 0; --u) {
     engine.open_grads(u);
+    std::vector<float> g(size_t(model.unit_count(u)));  // the unit's "backward", uploaded
     for (int64_t i = 0; i < model.unit_count(u); ++i)
-      model.grads(u)[i] = FakeModel::grad_value(world->rank(), model.unit_begin(u) + i);
+      g[size_t(i)] = FakeModel::grad_value(world->rank(), model.unit_begin(u) + i);
+    be.upload(model.grads(u), g.data(), g.size() * 4);
     engine.close_grads(u);
     ++closed;
   }

@@ -40,6 +40,7 @@ float grad_of(int rank, int64_t i) { return float(int64_t((i * 7 + rank * 13) % 
 // Reduce-scatter through the plan's buckets on N simulated ranks equals the element-wise
 // sum at each rank's owned positions, and an all-gather through the plan rebuilds the whole.
 TEST(BucketPlan, ReduceScatterAndAllGatherThroughBuckets) {
+  cpu::CpuBackend be({size_t(1) << 20, 1});  // host vectors: the compute stream runs the copies at once
   for (int N : {1, 2, 3, 4}) {
     for (int64_t sgs : {int64_t(100), int64_t(700), int64_t(1) << 30}) {
       for (int64_t bucket : {int64_t(16), int64_t(500), int64_t(2999), int64_t(1) << 40}) {
@@ -67,7 +68,8 @@ TEST(BucketPlan, ReduceScatterAndAllGatherThroughBuckets) {
           std::vector<std::vector<float>> packed(size_t(N), std::vector<float>(size_t(N * b.width()), -1));
           for (int r = 0; r < N; ++r)
             for (const BucketPiece& p : b.pieces)
-              pack_piece(lay, b, p, grads[size_t(r)].data() + lay.sub_groups()[size_t(p.group)].flat_begin, DType::f32,
+              pack_piece(be, be.compute_stream(), lay, b, p,
+                         grads[size_t(r)].data() + lay.sub_groups()[size_t(p.group)].flat_begin, DType::f32,
                          packed[size_t(r)].data());
           for (int r = 0; r < N; ++r)  // reduce-scatter: rank r gets the sum of block r
             for (int64_t j = 0; j < b.width(); ++j) {
@@ -100,7 +102,8 @@ TEST(BucketPlan, ReduceScatterAndAllGatherThroughBuckets) {
           for (int r = 0; r < N; ++r)
             std::copy_n(shard[size_t(r)].begin() + b.lo, b.width(), gathered.begin() + r * b.width());
           for (const BucketPiece& p : b.pieces)
-            unpack_piece(lay, b, p, gathered.data(), 4, full.data() + lay.sub_groups()[size_t(p.group)].flat_begin);
+            unpack_piece(be, be.compute_stream(), lay, b, p, gathered.data(), 4,
+                         full.data() + lay.sub_groups()[size_t(p.group)].flat_begin);
         }
         for (int64_t i = 0; i < n; ++i) {
           float s = 0;

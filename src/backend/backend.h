@@ -3,8 +3,15 @@
 //
 // Op contract (llm.c order): outputs first, then inputs, then sizes. Activations and their
 // gradients are f32 or bf16 (the compute dtype); parameter gradients, layernorm
-// statistics, attention log-sum-exps and logits are always f32. Ops run on the calling
-// thread's compute stream; copies run on the stream they are given.
+// statistics, attention log-sum-exps and logits are always f32. The transformer ops run on
+// the backend's compute stream (compute_stream()); the engine ops and copies run on the
+// stream they are given.
+//
+// Device memory belongs to the backend (shared/design.md): a Buffer from allocate() holds
+// a device address that only the backend's ops and copies may dereference. Host code moves
+// bytes in and out with copy_async (or the synchronous upload/download outside the step),
+// and host callbacks (Stream::launch_host) touch host memory only. The CPU backend's opaque
+// mode (STRATA_OPAQUE_DEVICE=1) makes any other access fault, which proves it in tests.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,6 +47,25 @@ class Stream {
   virtual const std::string& name() const = 0;
 };
 
+// The device-side AdamW of one parameter range (the engine's device shard): f32 master,
+// m and v updated in place from grads (f32/bf16/f16, times grad_scale); param_out, when
+// set, receives the updated parameters in out_dtype in the same pass.
+struct AdamWArgs {
+  float* param = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  const void* grad = nullptr;
+  DType grad_dtype = DType::f32;
+  void* param_out = nullptr;
+  DType out_dtype = DType::f32;
+  int64_t n = 0;
+  float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, grad_scale = 1;
+  int64_t t = 1;  // the update, from 1 (bias correction)
+  // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
+  int isa = 0, threads = 0;
+  int64_t tile = int64_t(1) << 16;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -59,7 +85,30 @@ class Backend {
   // ---- streams, events and copies ----
   virtual std::unique_ptr<Stream> make_stream(const std::string& name) = 0;
   virtual std::unique_ptr<Event> make_event() = 0;
+  // Host↔device and device↔device; either side may be host or device memory.
   virtual void copy_async(void* dst, const void* src, size_t bytes, Stream& s) = 0;
+  // The stream the transformer ops run on (CPU: the calling thread, synchronously).
+  virtual Stream& compute_stream() = 0;
+  // Synchronous copies on the compute stream, for setup, checkpoints and export (never in
+  // the step: they wait for the device).
+  void upload(void* device_dst, const void* host_src, size_t bytes);
+  void download(void* host_dst, const void* device_src, size_t bytes);
+  // The address a transport that runs on the host (MPI on the CPU backend) must be handed
+  // for device memory; a backend whose device memory is not host memory returns p unchanged
+  // and its communicator (NCCL) takes device addresses itself.
+  virtual void* transport_address(const void* p) const = 0;
+
+  // ---- engine ops: device memory, on stream s (packing, accumulation, norms, AdamW) ----
+  virtual void fill_zero(void* dst, size_t bytes, Stream& s) = 0;
+  // dst[0, n) = src converted to dst_t (round to nearest even); with `accumulate`,
+  // dst = round(dst + src) (src must then be f32: bucket output into a gradient shard).
+  virtual void convert(void* dst, DType dst_t, const void* src, DType src_t, int64_t n, bool accumulate, Stream& s) = 0;
+  // *out (+)= Σ x² of n elements (f32/bf16/f16) in f64, in an order that depends only on n;
+  // out is a device f64 scalar, read back once per step.
+  virtual void sum_squares(double* out, const void* x, DType t, int64_t n, bool accumulate, Stream& s) = 0;
+  // One AdamW update (see AdamWArgs); *nonfinite (a device i32) is set to 1 when a gradient
+  // was not finite, left alone otherwise.
+  virtual void adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) = 0;
 
   // ---- ops ----
   // out[B,T,C] = wte[tokens] + wpe[t]
@@ -90,9 +139,12 @@ class Backend {
   virtual void residual_forward(TensorView out, TensorView a, TensorView b) = 0;
   // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension.
   // logits f32 [N,Vp] are overwritten with dloss * (softmax - onehot); padded columns get 0.
-  // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Returns Σ losses.
-  virtual double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
-                                                int vocab, float dloss) = 0;
+  // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Adds
+  // Σ losses / loss_divisor · loss_weight to *loss_sum, a device f64 scalar read back once
+  // per step (the trainer's weighted mean over micro-batches and ranks).
+  virtual void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
+                                              int vocab, float dloss, double* loss_sum, double loss_divisor,
+                                              double loss_weight) = 0;
   // ---- Llama-family ops ----
   // out[N,C] = inp · rstd · weight, rstd = (mean inp² + eps)^-1/2 saved f32 [N]
   virtual void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) = 0;
@@ -111,9 +163,6 @@ class Backend {
   virtual void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) = 0;
   // dst = src converted to dst's dtype (same element count)
   virtual void cast(TensorView dst, TensorView src) = 0;
-  // Σ x² over an f32, bf16 or f16 tensor, accumulated in f64 in an order that depends only
-  // on the element count (global-norm clipping; deterministic for any thread count)
-  virtual double sum_squares(TensorView x) = 0;
 };
 
 }  // namespace strata

@@ -5,6 +5,8 @@
 namespace strata {
 
 void Buffer::zero() const {
+  STRATA_CHECK(tier_ != Tier::device, "Buffer::zero on device buffer '" + tag_ + "'",
+               "this is a bug: device memory belongs to the backend; use Backend::fill_zero on a stream");
   if (ptr_ && bytes_) std::memset(ptr_, 0, bytes_);
 }
 

@@ -27,7 +27,7 @@ class Buffer {
   T* as() const {
     return static_cast<T*>(ptr_);
   }
-  void zero() const;  // fills with zero bytes (nothing for an empty buffer)
+  void zero() const;  // host or NVMe-staging memory only: fills with zero bytes (device: Backend::fill_zero)
   // A view of `shape` elements of `dtype` starting `offset_bytes` in; bounds-checked.
   TensorView view(DType dtype, Shape shape, size_t offset_bytes = 0) const;
 

@@ -13,12 +13,14 @@
 // a flat ring more often, so the counter is the volume the partitioning decides, which is
 // what hierarchical partitioning (hpZ) cuts.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "backend/backend.h"
 #include "comm/topology.h"
 
 namespace strata {
@@ -72,6 +74,7 @@ class Communicator {
 
   template <typename T>
   void all_reduce(std::span<T> data, ReduceOp op = ReduceOp::sum) {
+    after_stream_calls();
     if (test_hook_) [[unlikely]]
       test_hook_("all_reduce");
     do_all_reduce(data.data(), comm_type_of<T>(), data.size(), op);
@@ -80,6 +83,7 @@ class Communicator {
   template <typename T>
   void reduce_scatter(std::span<const T> in, std::span<T> out) {
     check_blocks("reduce_scatter", in.size(), out.size());
+    after_stream_calls();
     if (test_hook_) [[unlikely]]
       test_hook_("reduce_scatter");
     do_reduce_scatter(in.data(), out.data(), comm_type_of<T>(), out.size());
@@ -88,17 +92,41 @@ class Communicator {
   template <typename T>
   void all_gather(std::span<const T> in, std::span<T> out) {
     check_blocks("all_gather", out.size(), in.size());
+    after_stream_calls();
     if (test_hook_) [[unlikely]]
       test_hook_("all_gather");
     do_all_gather(in.data(), out.data(), comm_type_of<T>(), in.size());
   }
   template <typename T>
   void broadcast(std::span<T> data, int root) {
+    after_stream_calls();
     if (test_hook_) [[unlikely]]
       test_hook_("broadcast");
     do_broadcast(data.data(), comm_type_of<T>(), data.size(), root);
   }
   virtual void barrier() = 0;
+
+  // ---- on a stream (device memory) ----
+  // The collective is enqueued on s after the work already there; later work on s runs
+  // after it completes, and an event recorded on s after it signals completion (NCCL's
+  // model). The caller does not wait. Buffers are device memory of `backend` (bind first);
+  // a transport that runs on the host (MPI) is handed backend.transport_address() of them,
+  // progressed by the stream's worker.
+  void bind(Backend& backend);
+  template <typename T>
+  void all_reduce(std::span<T> data, ReduceOp op, Stream& s) {
+    enqueue({Op::all_reduce, comm_type_of<T>(), op, data.data(), data.data(), data.size(), 0}, s);
+  }
+  template <typename T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out, Stream& s) {
+    check_blocks("reduce_scatter", in.size(), out.size());
+    enqueue({Op::reduce_scatter, comm_type_of<T>(), ReduceOp::sum, in.data(), out.data(), out.size(), 0}, s);
+  }
+  template <typename T>
+  void all_gather(std::span<const T> in, std::span<T> out, Stream& s) {
+    check_blocks("all_gather", out.size(), in.size());
+    enqueue({Op::all_gather, comm_type_of<T>(), ReduceOp::sum, in.data(), out.data(), in.size(), 0}, s);
+  }
 
   // The node of every rank; ranks learn their node and local rank from it.
   const Topology& topology() const { return topo_; }
@@ -120,6 +148,24 @@ class Communicator {
   void reset_counters() { *sink_ = {}; }
 
  protected:
+  enum class Op : uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+  struct Call {
+    Op op;
+    CommType type;
+    ReduceOp reduce;
+    const void* in;
+    void* out;
+    size_t count;  // the do_* functions' count
+    int root;
+  };
+  // Enqueues `c` on s. This default runs the blocking do_* call on the stream's worker
+  // (launch_host) with transport addresses; NCCL overrides it to launch on the stream.
+  virtual void enqueue(const Call& c, Stream& s);
+  void run_call(const Call& c);  // the blocking collective, counted and hooked
+  // A blocking (host-memory) collective starts after this rank's collectives already
+  // enqueued on streams have run: every rank then issues them to the transport in the
+  // same order, as MPI requires of one communicator.
+  void after_stream_calls() const;
   virtual void do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) = 0;
   virtual void do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) = 0;
   virtual void do_all_gather(const void* in, void* out, CommType t, size_t count_in) = 0;
@@ -143,6 +189,17 @@ class Communicator {
   Topology topo_;
   double remote_fraction_ = 0;  // (N-L)/(N-1): the share of this rank's peers on other nodes
   std::function<void(std::string_view)> test_hook_;
+  Backend* backend_ = nullptr;
+  // Calls in flight on streams: the work item carries only (this, slot), so launching it
+  // allocates nothing; a slot is reused once its call has run.
+  static constexpr size_t kSlots = 64;
+  Call calls_[kSlots] = {};
+  std::atomic<bool> slot_busy_[kSlots] = {};
+  size_t next_slot_ = 0;
+  // Recorded after every enqueued call: completes (even when the stream failed and skipped
+  // the call) once every call enqueued so far is over. Calls go on one stream at a time.
+  std::unique_ptr<Event> done_;
+  Stream* last_stream_ = nullptr;
 };
 
 }  // namespace strata

@@ -193,7 +193,12 @@ std::string GPT2::describe() const {
 void GPT2::init_weights(uint64_t seed) {
   STRATA_CHECK(owns_master(), "init_weights on a model without its own master parameters",
                "the ZeRO engine initialises partitioned parameters with init_unit");
-  for (int u = 0; u < num_units(); ++u) init_unit(u, seed, master_.as<float>() + unit_begin(u));
+  std::vector<float> unit;  // each unit made on the host, then uploaded
+  for (int u = 0; u < num_units(); ++u) {
+    unit.resize(size_t(unit_count(u)));
+    init_unit(u, seed, unit.data());
+    be_.upload(master_.as<float>() + unit_begin(u), unit.data(), unit.size() * 4);
+  }
   sync_compute_params();
 }
 
@@ -217,10 +222,11 @@ void GPT2::import_llmc_params(std::span<const float> llmc) {
       owns_master() && llmc.size() == size_t(num_params_),
       "import of " + std::to_string(llmc.size()) + " parameters into a model of " + std::to_string(num_params_),
       "the file was written for a different model shape");
-  float* master = master_.as<float>();
+  std::vector<float> mine_order(llmc.size());  // rearranged on the host, uploaded at once
   for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
-    std::memcpy(master + mine, llmc.data() + theirs, n * 4);
+    std::memcpy(mine_order.data() + mine, llmc.data() + theirs, n * 4);
   });
+  be_.upload(master_.data(), mine_order.data(), mine_order.size() * 4);
   sync_compute_params();
 }
 
@@ -228,9 +234,10 @@ void GPT2::export_llmc_grads(std::span<float> llmc) const {
   STRATA_CHECK(storage_.grads && llmc.size() == size_t(num_params_),
                "export of gradients into " + std::to_string(llmc.size()) + " elements",
                "the destination must hold every parameter");
-  const float* grads = grads_.as<float>();
+  std::vector<float> grads(llmc.size());
+  be_.download(grads.data(), grads_.data(), grads.size() * 4);
   for_each_llmc_slice(cfg_, entry_, offsets_, [&](int64_t mine, size_t theirs, size_t n) {
-    std::memcpy(llmc.data() + theirs, grads + mine, n * 4);
+    std::memcpy(llmc.data() + theirs, grads.data() + mine, n * 4);
   });
 }
 
@@ -239,7 +246,7 @@ void GPT2::sync_compute_params() {
 }
 
 void GPT2::zero_grad() {
-  if (storage_.grads) std::memset(grads_.data(), 0, grads_.bytes());
+  if (storage_.grads) be_.fill_zero(grads_.data(), grads_.bytes(), be_.compute_stream());
 }
 
 TensorView GPT2::forward_output(int l) {
@@ -297,13 +304,14 @@ void GPT2::forward(std::span<const int32_t> tokens) {
   be_.matmul_forward(logits_, lnf_, pv(P::wte), {});
 }
 
-double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
+void GPT2::backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) {
   STRATA_CHECK(targets.size() == tokens_.size(), "backward got " + std::to_string(targets.size()) + " targets",
                "call forward() first with the same micro-batch size");
   int64_t valid = 0;
   for (int32_t t : targets) valid += t >= 0;
   const float dloss = valid ? grad_scale / float(valid) : 0.0f;
-  const double total = be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss);
+  be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss, valid ? loss_sum : nullptr,
+                                     double(std::max<int64_t>(valid, 1)), loss_weight);
   using P = GPT2Param;
   const int L = cfg_.n_layer, NH = cfg_.n_head;
   // The embeddings' gradients collect from the LM head now and the encoder at the end.
@@ -311,7 +319,7 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
   open_grads(0);
   acquire(0);
   be_.matmul_backward(dl_btc_, gv(P::wte), {}, logits_, lnf_, pv(P::wte));  // logits_ holds dlogits
-  std::memset(dresidual_.data, 0, dresidual_.bytes());
+  be_.fill_zero(dresidual_.data, dresidual_.bytes(), be_.compute_stream());
   open_grads(L + 1);
   acquire(L + 1);
   be_.layernorm_backward(dresidual_, gv(P::lnfw), gv(P::lnfb), dl_btc_, backward_output(L - 1), pv(P::lnfw), lnf_mean_,
@@ -337,7 +345,6 @@ double GPT2::backward(std::span<const int32_t> targets, float grad_scale) {
   }
   be_.encoder_backward(gv(P::wte), gv(P::wpe), dresidual_, tokens_);
   close_grads(0);
-  return valid ? total / double(valid) : 0.0;
 }
 
 }  // namespace strata

@@ -85,7 +85,8 @@ class GPT2 final : public Model {
   TensorView logits() const override { return logits_; }
   // Fused cross-entropy (mean over non-negative targets, scaled by grad_scale) and backward,
   // accumulating into grads. Returns the mean loss of this micro-batch. Call after forward().
-  double backward(std::span<const int32_t> targets, float grad_scale) override;
+  void backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) override;
+  Backend& backend() const override { return be_; }
   void zero_grad() override;
 
   size_t param_bytes() const override { return master_.bytes() + compute_.bytes(); }  // f32 master + compute copy

@@ -221,7 +221,12 @@ void Llama::init_unit(int u, uint64_t seed, float* dst) const {
 void Llama::init_weights(uint64_t seed) {
   STRATA_CHECK(owns_master(), "init_weights on a model without its own master parameters",
                "the ZeRO engine initialises partitioned parameters with init_unit");
-  for (int u = 0; u < num_units(); ++u) init_unit(u, seed, master_.as<float>() + unit_begin(u));
+  std::vector<float> unit;  // each unit made on the host, then uploaded
+  for (int u = 0; u < num_units(); ++u) {
+    unit.resize(size_t(unit_count(u)));
+    init_unit(u, seed, unit.data());
+    be_.upload(master_.as<float>() + unit_begin(u), unit.data(), unit.size() * 4);
+  }
   sync_compute_params();
 }
 
@@ -230,7 +235,7 @@ void Llama::sync_compute_params() {
 }
 
 void Llama::zero_grad() {
-  if (storage_.grads) std::memset(grads_.data(), 0, grads_.bytes());
+  if (storage_.grads) be_.fill_zero(grads_.data(), grads_.bytes(), be_.compute_stream());
 }
 
 TensorView Llama::forward_output(int l) {
@@ -287,13 +292,14 @@ void Llama::forward(std::span<const int32_t> tokens) {
   be_.matmul_forward(logits_, normf_, pv(P::lm_head), {});
 }
 
-double Llama::backward(std::span<const int32_t> targets, float grad_scale) {
+void Llama::backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) {
   STRATA_CHECK(targets.size() == tokens_.size(), "backward got " + std::to_string(targets.size()) + " targets",
                "call forward() first with the same micro-batch size");
   int64_t valid = 0;
   for (int32_t t : targets) valid += t >= 0;
   const float dloss = valid ? grad_scale / float(valid) : 0.0f;
-  const double total = be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss);
+  be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss, valid ? loss_sum : nullptr,
+                                     double(std::max<int64_t>(valid, 1)), loss_weight);
   const int L = cfg_.n_layer, NH = cfg_.n_head, NKV = cfg_.n_kv_head, d = cfg_.head_dim();
   const int64_t Wf = int64_t(NH + 2 * NKV) * d, I2 = 2 * int64_t(cfg_.intermediate);
   auto open = [&](int u) {
@@ -306,7 +312,7 @@ double Llama::backward(std::span<const int32_t> targets, float grad_scale) {
   open(L + 1);
   acquire(L + 1);
   be_.matmul_backward(dbtc_, gv(P::lm_head), {}, logits_, normf_, pv(P::lm_head));  // logits_ holds dlogits
-  std::memset(dresidual_.data, 0, dresidual_.bytes());
+  be_.fill_zero(dresidual_.data, dresidual_.bytes(), be_.compute_stream());
   be_.rmsnorm_backward(dresidual_, gv(P::norm), dbtc_, backward_output(L - 1), pv(P::norm), rstdf_);
   close(L + 1);
   for (int l = L - 1; l >= 0; --l) {
@@ -330,7 +336,6 @@ double Llama::backward(std::span<const int32_t> targets, float grad_scale) {
   open(0);
   be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens_);
   close(0);
-  return valid ? total / double(valid) : 0.0;
 }
 
 }  // namespace strata

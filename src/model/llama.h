@@ -56,7 +56,8 @@ class Llama final : public Model {
   void sync_compute_params() override;
   void forward(std::span<const int32_t> tokens) override;
   TensorView logits() const override { return logits_; }
-  double backward(std::span<const int32_t> targets, float grad_scale) override;
+  void backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) override;
+  Backend& backend() const override { return be_; }
   void zero_grad() override;
   size_t param_bytes() const override { return master_.bytes() + compute_.bytes(); }
 

@@ -28,6 +28,7 @@ struct ModelStorage {
 
 class Model : public UnitModel {
  public:
+  virtual Backend& backend() const = 0;      // where its memory lives and its ops run
   virtual std::string arch() const = 0;      // "gpt2" | "llama"
   virtual std::string describe() const = 0;  // for the start-up line
   virtual int vocab_size() const = 0;
@@ -45,9 +46,24 @@ class Model : public UnitModel {
   virtual void sync_compute_params() = 0;
   virtual void forward(std::span<const int32_t> tokens) = 0;
   virtual TensorView logits() const = 0;  // f32 [B, T, padded vocab]
-  virtual double backward(std::span<const int32_t> targets, float grad_scale) = 0;
+  // One micro-batch's backward (after forward). Its mean loss over the unmasked targets,
+  // times loss_weight, is added to *loss_sum: a device f64 scalar (null: not kept) that the
+  // trainer reads back once per step, never per call.
+  virtual void backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) = 0;
   virtual void zero_grad() = 0;
   virtual size_t param_bytes() const = 0;
 };
+
+// Tests and benches: backward with its mean loss read back at once. Allocates and waits
+// per call, so never in a training step.
+inline double backward_loss(Model& model, std::span<const int32_t> targets, float grad_scale) {
+  Backend& be = model.backend();
+  Buffer sum = be.allocate(sizeof(double), "model:loss");
+  be.fill_zero(sum.data(), sum.bytes(), be.compute_stream());
+  model.backward(targets, grad_scale, sum.as<double>(), 1.0);
+  double loss = 0;
+  be.download(&loss, sum.data(), sizeof(double));
+  return loss;
+}
 
 }  // namespace strata

@@ -12,6 +12,7 @@ HostActivationStore::HostActivationStore(TierManager& tm, int layers, size_t byt
       ring_(tm.allocate(Tier::device, bytes_ * kSlots, "activations:checkpoint_ring")),
       host_(tm.allocate(Tier::host, bytes_ * size_t(std::max(layers, 1)), "host:activation_checkpoints")) {
   for (int s = 0; s < kSlots; ++s) out_[s] = tm.device().make_event(), in_[s] = tm.device().make_event();
+  ready_ = tm.device().make_event();
 }
 
 HostActivationStore::~HostActivationStore() {
@@ -23,8 +24,9 @@ HostActivationStore::~HostActivationStore() {
 }
 
 void HostActivationStore::wait(Event& e) {
+  // Compute waits (CPU: the caller blocks) before it writes or reads the slot.
   const auto t0 = std::chrono::steady_clock::now();
-  e.synchronize();
+  tm_.device().compute_stream().wait(e);
   blocked_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -38,10 +40,11 @@ void* HostActivationStore::forward_slot(int layer) {
 
 void HostActivationStore::forward_done(int layer) {
   const int s = layer % kSlots;
-  tm_.d2h().launch_host([this, layer, s] {
-    std::memcpy(static_cast<char*>(host_.data()) + size_t(layer) * bytes_, slot(s), bytes_);
-    tm_.count(Edge::d2h, bytes_);
-  });
+  // The layer's output was written by the compute enqueued so far (CPU: already done).
+  tm_.device().compute_stream().record(*ready_);
+  tm_.d2h().wait(*ready_);
+  tm_.device().copy_async(static_cast<char*>(host_.data()) + size_t(layer) * bytes_, slot(s), bytes_, tm_.d2h());
+  tm_.count(Edge::d2h, bytes_);
   tm_.d2h().record(*out_[s]);
 }
 
@@ -50,10 +53,8 @@ void HostActivationStore::fetch(int layer) {
   if (resident_[s] == layer) return;
   wait(*out_[s]);  // never overwrite a slot whose copy out is still running
   resident_[s] = layer;
-  tm_.h2d().launch_host([this, layer, s] {
-    std::memcpy(slot(s), static_cast<const char*>(host_.data()) + size_t(layer) * bytes_, bytes_);
-    tm_.count(Edge::h2d, bytes_);
-  });
+  tm_.device().copy_async(slot(s), static_cast<const char*>(host_.data()) + size_t(layer) * bytes_, bytes_, tm_.h2d());
+  tm_.count(Edge::h2d, bytes_);
   tm_.h2d().record(*in_[s]);
 }
 

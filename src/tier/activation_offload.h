@@ -33,6 +33,7 @@ class HostActivationStore final : public ActivationStore {
   Buffer ring_, host_;
   int resident_[kSlots] = {-1, -1, -1};              // which layer's output each slot holds
   std::unique_ptr<Event> out_[kSlots], in_[kSlots];  // per slot: its copy out / in is done
+  std::unique_ptr<Event> ready_;                     // compute → d2h: a checkpoint is written
   double blocked_s_ = 0;
 };
 

@@ -205,8 +205,14 @@ TrainResult train(const TrainOptions& opts) {
                               opts.activation_checkpointing, act_store.get()},
                  engine.hooks());
   Model& model = *model_ptr;
-  if (model.owns_master() && init) {
-    init->read(0, model.num_params(), model.master_flat().as<float>());
+  if (model.owns_master() && init) {  // read on the host a piece at a time, uploaded
+    std::vector<float> piece;
+    const int64_t n = model.num_params(), most = int64_t(1) << 22;
+    for (int64_t a = 0; a < n; a += most) {
+      piece.resize(size_t(std::min(most, n - a)));
+      init->read(a, int64_t(piece.size()), piece.data());
+      backend.upload(model.master_flat().as<float>() + a, piece.data(), piece.size() * 4);
+    }
     model.sync_compute_params();
   } else if (model.owns_master()) {
     model.init_weights(opts.seed);
@@ -349,7 +355,6 @@ TrainResult train(const TrainOptions& opts) {
       const double scale = scaler.scale();
       // What a speculative offloaded update assumes: this step's lr, t, and no clipping.
       engine.begin_step({float(sched.at(applied)), float(1.0 / scale), applied + 1});
-      double loss = 0;
       // The step's unmasked targets over the global batch, counted alike on every rank.
       const int64_t step_targets =
           loader.unmasked_targets(base_samples + (step - start_step) * samples_per_step, int(samples_per_step));
@@ -365,12 +370,12 @@ TrainResult train(const TrainOptions& opts) {
         int64_t unmasked = 0;
         for (int32_t t : targets) unmasked += t >= 0;
         const double share = step_targets ? double(unmasked) / double(step_targets) : 0.0;
-        loss += model.backward(targets, float(scale * share)) * share;
+        model.backward(targets, float(scale * share), engine.loss_sum(), share);  // read back once, below
       }
       // Gradients combined across ranks; loss, norm and overflow agreed in one reduction.
       // ... and a stop asked for on any rank (SIGINT/SIGTERM), so every rank stops after this step.
-      const zero::ReducedStep red = engine.reduce_gradients(loss, stop_signal() != 0);
-      loss = red.loss;
+      const zero::ReducedStep red = engine.reduce_gradients(0, stop_signal() != 0);
+      const double loss = red.loss;
       const double lr = sched.at(applied);
       double norm = red.grad_norm / scale;
       bool skipped = false;

@@ -3,32 +3,33 @@
 namespace strata {
 
 AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config)
-    : cfg_(config),
+    : be_(backend),
+      cfg_(config),
       m_(backend.allocate(size_t(num_params) * 4, "optim:adam_m")),
       v_(backend.allocate(size_t(num_params) * 4, "optim:adam_v")) {
-  cpu::first_touch_zero(m_.as<float>(), num_params, cfg_.kernel);
-  cpu::first_touch_zero(v_.as<float>(), num_params, cfg_.kernel);
+  be_.fill_zero(m_.data(), m_.bytes(), be_.compute_stream());
+  be_.fill_zero(v_.data(), v_.bytes(), be_.compute_stream());
 }
 
-bool AdamW::step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
-                 std::span<const Group> groups, float lr, float grad_scale, int64_t t) {
-  bool nonfinite = false;
+void AdamW::step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
+                 std::span<const Group> groups, float lr, float grad_scale, int64_t t, int32_t* nonfinite) {
   const size_t out_esz = dtype_size(compute_dtype);
   for (const Group& g : groups) {
-    cpu::AdamTensors ts;
-    ts.param = params + g.offset;
-    ts.m = m_.as<float>() + g.offset;
-    ts.v = v_.as<float>() + g.offset;
-    ts.grad = static_cast<const char*>(grads) + size_t(g.offset) * dtype_size(grad_dtype);
-    ts.grad_dtype = grad_dtype;
-    ts.param_out = compute_out ? static_cast<char*>(compute_out) + size_t(g.offset) * out_esz : nullptr;
-    ts.out_dtype = compute_dtype;
-    ts.n = g.count;
-    const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
-                           true, true,       t,          grad_scale};
-    nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
+    AdamWArgs a;
+    a.param = params + g.offset;
+    a.m = m_.as<float>() + g.offset;
+    a.v = v_.as<float>() + g.offset;
+    a.grad = static_cast<const char*>(grads) + size_t(g.offset) * dtype_size(grad_dtype);
+    a.grad_dtype = grad_dtype;
+    a.param_out = compute_out ? static_cast<char*>(compute_out) + size_t(g.offset) * out_esz : nullptr;
+    a.out_dtype = compute_dtype;
+    a.n = g.count;
+    a.lr = lr, a.beta1 = cfg_.beta1, a.beta2 = cfg_.beta2, a.eps = cfg_.eps;
+    a.weight_decay = g.decay ? cfg_.weight_decay : 0.0f;
+    a.grad_scale = grad_scale, a.t = t;
+    a.isa = int(cfg_.kernel.isa), a.threads = cfg_.kernel.threads, a.tile = cfg_.kernel.tile;
+    be_.adamw(a, nonfinite, be_.compute_stream());
   }
-  return nonfinite;
 }
 
 }  // namespace strata

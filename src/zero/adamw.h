@@ -17,26 +17,26 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  // Optimizer states m and v (f32) come from the backend's budget, zeroed with the kernel's
-  // own tile partition so each thread first-touches the pages it will stream.
+  // Optimizer states m and v (f32) come from the backend's budget, zeroed by the backend.
   AdamW(Backend& backend, int64_t num_params, AdamWConfig config);
   struct Group {
     int64_t offset, count;
     bool decay;
   };
-  // One step: params (f32 master) updated in place; if compute_out is given, the updated
-  // parameters are also written there in compute_dtype (bf16/f16) in the same pass.
-  // grad_scale multiplies every gradient first (clipping). t counts steps from 1.
-  // Returns true if any gradient was non-finite.
-  // Gradients are f32, bf16 or f16 (grad_dtype), widened in registers by the kernel.
-  bool step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
-            std::span<const Group> groups, float lr, float grad_scale, int64_t t);
+  // One step on device memory, by the backend's fused AdamW on its compute stream: params
+  // (f32 master) updated in place; if compute_out is given, the updated parameters are
+  // also written there in compute_dtype (bf16/f16) in the same pass. grad_scale multiplies
+  // every gradient first (clipping). t counts steps from 1. Gradients are f32, bf16 or f16
+  // (grad_dtype). *nonfinite (a device i32, optional) is set when a gradient was not finite.
+  void step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
+            std::span<const Group> groups, float lr, float grad_scale, int64_t t, int32_t* nonfinite = nullptr);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
-  // The moments, indexed like the parameters (checkpoints read and restore them).
+  // The moments (device memory), indexed like the parameters (checkpoints read and restore them).
   float* m() { return m_.as<float>(); }
   float* v() { return v_.as<float>(); }
 
  private:
+  Backend& be_;
   AdamWConfig cfg_;
   Buffer m_, v_;
 };

@@ -4,8 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
-#include "cpu/simd.h"
+#include "cpu/engine_ops.h"
 
 namespace strata::zero {
 
@@ -32,8 +31,8 @@ BucketPlan::BucketPlan(const PartitionLayout& layout, int64_t bucket_elements) {
   }
 }
 
-void pack_piece(const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece, const void* group_data,
-                DType src_t, float* bucket_data) {
+void pack_piece(Backend& be, Stream& s, const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
+                const void* group_data, DType src_t, float* bucket_data) {
   const SubGroup& g = layout.sub_groups()[size_t(piece.group)];
   const int64_t so = layout.shard_offset(piece.group), W = bucket.width();
   const int64_t a = piece.lo - so, len = piece.hi - piece.lo;
@@ -43,12 +42,12 @@ void pack_piece(const PartitionLayout& layout, const Bucket& bucket, const Bucke
     const int64_t begin = int64_t(r) * g.shard + a;  // padded index within the sub-group
     const int64_t real = std::clamp<int64_t>(g.count - begin, 0, len);
     if (real > 0)
-      cpu::convert_to_f32(dst, static_cast<const char*>(group_data) + size_t(begin) * esz, src_t, size_t(real));
-    if (real < len) std::memset(dst + real, 0, size_t(len - real) * 4);
+      be.convert(dst, DType::f32, static_cast<const char*>(group_data) + size_t(begin) * esz, src_t, real, false, s);
+    if (real < len) be.fill_zero(dst + real, size_t(len - real) * 4, s);
   }
 }
 
-void unpack_piece(const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
+void unpack_piece(Backend& be, Stream& s, const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
                   const void* bucket_data, size_t elem_size, void* group_data) {
   const SubGroup& g = layout.sub_groups()[size_t(piece.group)];
   const int64_t so = layout.shard_offset(piece.group), W = bucket.width();
@@ -57,66 +56,16 @@ void unpack_piece(const PartitionLayout& layout, const Bucket& bucket, const Buc
     const int64_t begin = int64_t(r) * g.shard + a;
     const int64_t real = std::clamp<int64_t>(g.count - begin, 0, len);
     if (real > 0)
-      std::memcpy(static_cast<char*>(group_data) + size_t(begin) * elem_size,
-                  static_cast<const char*>(bucket_data) + size_t(int64_t(r) * W + (piece.lo - bucket.lo)) * elem_size,
-                  size_t(real) * elem_size);
+      be.copy_async(static_cast<char*>(group_data) + size_t(begin) * elem_size,
+                    static_cast<const char*>(bucket_data) + size_t(int64_t(r) * W + (piece.lo - bucket.lo)) * elem_size,
+                    size_t(real) * elem_size, s);
   }
 }
-
-namespace {
-template <typename T>  // f32, bf16 or f16 destinations, 8 lanes at a time
-void accumulate16(T* dst, const float* src, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    cpu::simd::store8(dst + i, _mm256_add_ps(cpu::simd::load8(dst + i), _mm256_loadu_ps(src + i)));
-  for (; i < n; ++i) dst[i] = from_f32<T>(to_f32(dst[i]) + src[i]);
-}
-}  // namespace
 
 void accumulate_into(void* dst, DType dst_t, const float* src, int64_t n, bool accumulate) {
-  if (!accumulate) {
-    cpu::convert_from_f32(dst, dst_t, src, size_t(n));
-    return;
-  }
-  switch (dst_t) {
-    case DType::f32:
-      return accumulate16(static_cast<float*>(dst), src, n);
-    case DType::bf16:
-      return accumulate16(static_cast<bf16*>(dst), src, n);
-    case DType::f16:
-      return accumulate16(static_cast<f16*>(dst), src, n);
-  }
+  cpu::convert_accumulate(dst, dst_t, src, DType::f32, n, accumulate);
 }
 
-namespace {
-template <typename T>
-double sum_squares_of(const T* p, int64_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = cpu::simd::load8(p + i);
-    const __m256d l = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), h = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    a0 = _mm256_fmadd_pd(l, l, a0);
-    a1 = _mm256_fmadd_pd(h, h, a1);
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
-  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (; i < n; ++i) s += double(to_f32(p[i])) * double(to_f32(p[i]));
-  return s;
-}
-}  // namespace
-
-double sum_squares_serial(const void* x, DType t, int64_t n) {
-  switch (t) {
-    case DType::f32:
-      return sum_squares_of(static_cast<const float*>(x), n);
-    case DType::bf16:
-      return sum_squares_of(static_cast<const bf16*>(x), n);
-    case DType::f16:
-      return sum_squares_of(static_cast<const f16*>(x), n);
-  }
-  return 0;
-}
+double sum_squares_serial(const void* x, DType t, int64_t n) { return cpu::sum_squares(x, t, n, false); }
 
 }  // namespace strata::zero

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "zero/partition.h"
 
@@ -49,23 +50,25 @@ class BucketPlan {
   int64_t max_width_ = 0;
 };
 
-// Copies every rank's part of `piece` from sub-group data into the bucket (rank-major, f32),
-// widening 16-bit sources; padding positions become 0. `group_data` points at the sub-group's
-// first element (model-flat g.flat_begin) in a buffer of dtype `src_t`.
-void pack_piece(const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece, const void* group_data,
-                DType src_t, float* bucket_data);
+// Enqueues on s the copies of every rank's part of `piece` from sub-group data into the
+// bucket (rank-major, f32), widening 16-bit sources; padding positions become 0.
+// `group_data` points at the sub-group's first element (model-flat g.flat_begin) in a
+// device buffer of dtype `src_t`.
+void pack_piece(Backend& be, Stream& s, const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
+                const void* group_data, DType src_t, float* bucket_data);
 
-// The reverse for gathered parameters: copies every rank's part of `piece` from the bucket
-// (rank-major, elements of `elem_size` bytes) to the sub-group's real (unpadded) positions.
-void unpack_piece(const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
+// The reverse for gathered parameters: copies (on s) every rank's part of `piece` from the
+// bucket (rank-major, elements of `elem_size` bytes) to the sub-group's real positions.
+void unpack_piece(Backend& be, Stream& s, const PartitionLayout& layout, const Bucket& bucket, const BucketPiece& piece,
                   const void* bucket_data, size_t elem_size, void* group_data);
 
-// dst[0, n) (+)= src[0, n), converting f32 src into dst's dtype (RNE); accumulate=false
-// overwrites. Returns nothing: overflow to ±Inf in 16-bit is detected later by the norm.
+// Host memory (the host optimizer's accumulators): dst[0, n) (+)= src[0, n), converting f32
+// src into dst's dtype (RNE); accumulate=false overwrites. Overflow to ±Inf in 16-bit is
+// detected later by the norm.
 void accumulate_into(void* dst, DType dst_t, const float* src, int64_t n, bool accumulate);
 
-// Σ x² in f64 on the calling thread alone (host-side work must not start OpenMP teams that
-// would compete with the CPU Adam's threads).
+// Host memory: Σ x² in f64 on the calling thread alone (host-side work must not start
+// OpenMP teams that would compete with the CPU Adam's threads).
 double sum_squares_serial(const void* x, DType t, int64_t n);
 
 }  // namespace strata::zero

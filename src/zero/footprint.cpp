@@ -30,6 +30,7 @@ EngineFootprint engine_footprint(std::vector<ParamSpan> params, const std::vecto
     if (o.offload_ratio == 1.0) host_begin = 0;
   }
   f.device += 2 * 4 * (optim ? uint64_t(host_begin) : n);  // AdamW m, v
+  f.device += kStepScalarBytes;                            // the step's loss and square sum
   const int64_t chunk = std::max<int64_t>(lay.align(), int64_t(staging_buffer_bytes / 4) / lay.align() * lay.align());
   if (o.offload_optimizer) {  // HostOptimizer
     const uint64_t nh = shard - uint64_t(host_begin);

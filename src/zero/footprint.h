@@ -12,6 +12,9 @@
 
 namespace strata::zero {
 
+// The engine's per-step device scalars (loss sum, Σ g²).
+inline constexpr uint64_t kStepScalarBytes = 2 * 8;
+
 struct ZeroOptions;
 
 struct EngineFootprint {

@@ -64,8 +64,16 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
   STRATA_CHECK(K == 1 || !opts_.offload_param, "--hpz-partition-size with --offload-param",
                "the secondary partition lives on the device beside gathered parameters; drop one of the two");
   if (opts_.overlap_comm) stream_ = be_.make_stream("zero:comm");
+  compute_done_ = be_.make_event();
+  reduced_ = be_.make_event();
+  staged_ = be_.make_event();
+  published_ = be_.make_event();
+  if (comm_) comm_->bind(be_);  // the engine's collectives run on its buffers, on streams
   // Groups of K consecutive ranks: with ranks placed node by node, a group is (part of) a node.
-  if (K > 1 && distributed()) hpz_comm_ = comm_->split(rank_ / K);
+  if (K > 1 && distributed()) {
+    hpz_comm_ = comm_->split(rank_ / K);
+    hpz_comm_->bind(be_);
+  }
 }
 
 ZeroEngine::~ZeroEngine() {
@@ -78,6 +86,14 @@ ZeroEngine::~ZeroEngine() {
         st->synchronize();  // each one, even after another failed
       } catch (...) {
       }
+}
+
+double* ZeroEngine::loss_sum() const { return scalars_.as<double>(); }
+
+void ZeroEngine::after_compute() {
+  if (!stream_) return;  // cs() is the compute stream itself
+  be_.compute_stream().record(*compute_done_);
+  stream_->wait(*compute_done_);
 }
 
 void ZeroEngine::drain() {
@@ -168,9 +184,12 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   }
 
   // Gradients.
+  Stream& compute = be_.compute_stream();
+  scalars_ = be_.allocate(kStepScalarBytes, "zero:step_scalars");
+  be_.fill_zero(scalars_.data(), scalars_.bytes(), compute);
   if (!policy_.gradients) {
     grads_full_ = be_.allocate(n * gsz, "grads:full");
-    grads_full_.zero();
+    be_.fill_zero(grads_full_.data(), grads_full_.bytes(), compute);
     direct_grads_ = grad_dtype_ == DType::f32;
   }
   if (policy_.optimizer_states) {
@@ -181,8 +200,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     const size_t master = low_precision() || opts_.offload_param ? dev : shard;
     shard_grads_ = be_.allocate(dev * gsz, "zero:grad_shard");
     shard_master_ = be_.allocate(master * 4, "zero:master_shard");
-    shard_grads_.zero();
-    shard_master_.zero();
+    be_.fill_zero(shard_grads_.data(), shard_grads_.bytes(), compute);
+    be_.fill_zero(shard_master_.data(), shard_master_.bytes(), compute);
     if (low_precision() && !opts_.offload_param) shard_compute_ = be_.allocate(shard * esz, "zero:compute_shard");
   }
   // Buckets: the reduce plan (all stages but 0, whose all-reduce is chunked by the same size)
@@ -228,6 +247,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     chunk_redo_.assign(chunks_.size(), {});
     for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
     for (int i = 0; i < tiers_->staging().count(); ++i) stage_ev_.push_back(be_.make_event());
+    stage_range_.assign(size_t(tiers_->staging().count()), {0, 0});
   }
 
   // Per-unit gradient scratch (f32) for whatever the model cannot write in place: the
@@ -326,8 +346,10 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     std::vector<float> unit(static_cast<size_t>(max_unit));  // one unit at a time, never the whole model
     std::vector<float> mine;                                 // this rank's slice of the unit
     for (int u = 0; u < units; ++u) {
-      const float* src = buf_.master ? buf_.master + model.unit_begin(u) : unit.data();
-      if (!buf_.master) {
+      const float* src = unit.data();
+      if (buf_.master) {  // the model's full master is device memory: this unit comes to the host
+        be_.download(unit.data(), buf_.master + model.unit_begin(u), size_t(model.unit_count(u)) * 4);
+      } else {
         if (init)
           init->read(model.unit_begin(u), model.unit_count(u), unit.data());
         else
@@ -346,7 +368,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                       size_t(hi - lo) * 4);
       }
       const int64_t split = std::clamp(host_begin_, A, B);
-      if (split > A) std::memcpy(shard_master_.as<float>() + A, mine.data(), size_t(split - A) * 4);
+      if (split > A) be_.upload(shard_master_.as<float>() + A, mine.data(), size_t(split - A) * 4);
       if (B > split) host_->write_master(split, B, mine.data() + (split - A));
     }
     if (host_) {
@@ -354,15 +376,17 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
       // The device's copy of the host part: the f32 mirror, or the 16-bit compute shard.
       const int64_t most = int64_t(1) << 20;
       std::vector<float> part;
+      std::vector<uint16_t> half;
       for (int64_t a = host_begin_; !opts_.offload_param && a < int64_t(shard); a += most) {
         const int64_t b = std::min<int64_t>(int64_t(shard), a + most);
+        part.resize(size_t(b - a));
+        host_->read_master(a, b, part.data());
         if (!low_precision()) {
-          host_->read_master(a, b, shard_master_.as<float>() + a);
+          be_.upload(shard_master_.as<float>() + a, part.data(), size_t(b - a) * 4);
         } else {
-          part.resize(size_t(b - a));
-          host_->read_master(a, b, part.data());
-          cpu::convert_from_f32(static_cast<char*>(shard_compute_.data()) + size_t(a) * esz, buf_.compute_dtype,
-                                part.data(), size_t(b - a));
+          half.resize(size_t(b - a));
+          cpu::convert_from_f32(half.data(), buf_.compute_dtype, part.data(), size_t(b - a));
+          be_.upload(static_cast<char*>(shard_compute_.data()) + size_t(a) * esz, half.data(), size_t(b - a) * esz);
         }
       }
     }
@@ -370,10 +394,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
       be_.cast({shard_compute_.data(), buf_.compute_dtype, {host_begin_}, Tier::device},
                {shard_master_.data(), DType::f32, {host_begin_}, Tier::device});
     if (!policy_.parameters && !buf_.master) publish_params();  // fill the model's 16-bit copy
-    if (policy_.parameters) {
-      publish_persistent();
-      drain();
-    }
+    if (policy_.parameters) publish_persistent();
+    drain();  // the host's collectives may follow: none of the engine's may still be queued
   }
 }
 

@@ -136,14 +136,19 @@ class ZeroEngine final : public UnitHooks {
   void begin_step(const StepPlan& plan = {});
   // Micro-batch i of n starts (its backward is the last of the step when i == n - 1).
   void begin_micro(int i, int n) { last_micro_ = i == n - 1; }
+  // Where this step's loss accumulates on the device (an f64 scalar, zeroed by begin_step):
+  // the model adds each micro-batch's weighted mean loss (Model::backward).
+  double* loss_sum() const;
   // After the step's backward passes: combine gradients across ranks as the stage says and
-  // agree on the loss (Σ of loss_part over ranks), the global gradient norm, overflow and
-  // whether any rank asks to stop (in the same reduction: no extra round trip).
-  ReducedStep reduce_gradients(double loss_part, bool stop = false);
+  // agree on the loss (Σ over ranks of loss_sum() plus loss_part), the global gradient
+  // norm, overflow and whether any rank asks to stop, in the same reduction (no extra round
+  // trip). The step's device scalars (loss, norm) are read back here, once.
+  ReducedStep reduce_gradients(double loss_part = 0, bool stop = false);
   // AdamW on what this rank owns (grad_scale multiplies the gradients: clipping and loss
   // unscaling), then make every rank's parameters current (stages 0-2) or this rank's shard
-  // (stage 3). t counts applied updates from 1. Returns true if a gradient was non-finite.
-  bool step(float lr, float grad_scale, int64_t t);
+  // (stage 3). t counts applied updates from 1. Non-finite gradients were caught by
+  // reduce_gradients (overflow), before any update.
+  void step(float lr, float grad_scale, int64_t t);
   // An overflowed step (fp16): no update; the step ends with the parameters unchanged.
   void skip_step();
   // All f32 parameters in model-flat order (tests, export): gathered from the shards.
@@ -186,13 +191,12 @@ class ZeroEngine final : public UnitHooks {
   bool distributed() const { return comm_ && world_ > 1; }
   bool hpz() const { return hpz_comm_ != nullptr; }
   bool low_precision() const { return buf_.compute_dtype != DType::f32; }
-  template <typename F>
-  void submit(F&& work) {  // on the communication stream, or inline without overlap
-    if (stream_)
-      stream_->launch_host(std::forward<F>(work));
-    else
-      work();
-  }
+  // The stream communication work is enqueued on: its own, or the compute stream without
+  // --overlap-comm. The engine's host thread only enqueues; the backend and the
+  // communicator run the work there.
+  Stream& cs() { return stream_ ? *stream_ : be_.compute_stream(); }
+  // Later work on cs() starts after the compute enqueued so far (a unit's backward).
+  void after_compute();
   void drain();
   void finish_step();
   // Work on the communication stream.
@@ -217,7 +221,10 @@ class ZeroEngine final : public UnitHooks {
   bool gather_ahead(int unit, int pass, bool evict);
   template <typename T>
   void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
-  void fetch_unit(int unit);         // stage 3 with --offload-param: host shard → device, then gather
+  void fetch_unit(int unit);  // stage 3 with --offload-param: host shard → device, then gather
+  // Compute-dtype parameters of shard [lo, hi) from their home on the host (RAM or NVMe)
+  // to device memory at dst, through the pinned staging buffers on the h2d stream.
+  void fetch_to_device(int64_t lo, int64_t hi, void* dst);
   const void* shard_source() const;  // stage 3 gathers from here
   int64_t unit_shard_begin(int unit) const;
   int64_t unit_shard_end(int unit) const;
@@ -242,6 +249,13 @@ class ZeroEngine final : public UnitHooks {
   std::vector<std::vector<int>> unit_groups_;  // sub-groups of each unit, ascending
   std::unique_ptr<Stream> stream_;             // communication (null: inline)
   ZeroStats stats_;
+  // The step's device scalars: [0] loss sum, [1] Σ g² of the device's gradients; read back
+  // once per step into host_scalars_ (overflow is a non-finite sum).
+  Buffer scalars_;
+  double host_scalars_[2] = {};
+  // Reused, each recorded on one stream only: compute → cs(), cs() → d2h, h2d → cs(), and
+  // cs() → compute after the step's parameters are published.
+  std::unique_ptr<Event> compute_done_, reduced_, staged_, published_;
 
   // Gradients: full (stages 0-1) and this rank's shard (1-3), both in grad_dtype_.
   Buffer grads_full_, shard_grads_;
@@ -294,6 +308,9 @@ class ZeroEngine final : public UnitHooks {
   bool speculated_ = false;                       // this step's host chunks were updated speculatively
   std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
+  // Per staging buffer: the shard range a host→device fetch reads into it (written before
+  // the host work is enqueued, read by it).
+  std::vector<std::pair<int64_t, int64_t>> stage_range_;
   int out_slot_ = 0;
   UnitArena fetch_arena_;  // stage 3 --offload-param: the units' shard pieces on the device
   Buffer fetch_mem_, persist_stage_;

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
 #include "zero/footprint.h"
 #include "zero/zero_engine.h"
 
@@ -30,7 +29,9 @@ void ZeroEngine::begin_step(const StepPlan& plan) {
   plan_ = plan;
   speculated_ = false;
   last_micro_ = true;
-  if (direct_grads_) grads_full_.zero();
+  Stream& compute = be_.compute_stream();
+  be_.fill_zero(scalars_.data(), scalars_.bytes(), compute);
+  if (direct_grads_) be_.fill_zero(grads_full_.data(), grads_full_.bytes(), compute);
   std::fill(opens_.begin(), opens_.end(), 0);
   std::fill(rounds_.begin(), rounds_.end(), 0);
   access_.begin_step();
@@ -55,7 +56,7 @@ void ZeroEngine::open_grads(int unit) {
   stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
   grad_block_[size_t(unit)] = off;
   float* scratch = reinterpret_cast<float*>(static_cast<char*>(grad_scratch_mem_.data()) + off);
-  std::memset(scratch, 0, bytes);
+  be_.fill_zero(scratch, bytes, be_.compute_stream());
   model_->set_unit_grads(unit, scratch);
 }
 
@@ -63,14 +64,11 @@ void ZeroEngine::close_grads(int unit) {
   if (direct_grads_) return;
   const int64_t off = grad_block_[size_t(unit)];
   const bool first = opens_[size_t(unit)] == 1;
+  after_compute();  // the unit's backward has written its scratch
   if (policy_.gradients)
-    submit([this, key = (uint64_t(off) << 17) | (uint64_t(last_micro_) << 16) | uint64_t(unit)] {
-      reduce_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
-    });
+    reduce_unit_work(unit, off, last_micro_);
   else
-    submit([this, key = (uint64_t(off) << 17) | (uint64_t(first) << 16) | uint64_t(unit)] {
-      close_unit_work(int(key & 0xffff), int64_t(key >> 17), (key >> 16) & 1);
-    });
+    close_unit_work(unit, off, first);
   if (stream_) {
     stream_->record(*grad_done_[size_t(unit)]);
     grad_arena_.release_after(off, grad_done_[size_t(unit)].get());
@@ -83,7 +81,7 @@ void ZeroEngine::close_unit_work(int unit, int64_t scratch_offset, bool first) {
   const float* scratch =
       reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
   char* dst = static_cast<char*>(grads_full_.data()) + size_t(model_->unit_begin(unit)) * dtype_size(grad_dtype_);
-  accumulate_into(dst, grad_dtype_, scratch, model_->unit_count(unit), !first);
+  be_.convert(dst, grad_dtype_, scratch, DType::f32, model_->unit_count(unit), !first, cs());
 }
 
 void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
@@ -96,7 +94,7 @@ void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
     for (const BucketPlan::Ref& ref : rs_plan_.refs_of_group(*it)) {
       const Bucket& b = rs_plan_.buckets()[size_t(ref.bucket)];
       const BucketPiece& piece = b.pieces[size_t(ref.piece)];
-      pack_piece(lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
+      pack_piece(be_, cs(), lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
                  bucket_slot(ref.bucket));
       remaining_[size_t(ref.bucket)] -= int64_t(world_) * (piece.hi - piece.lo);
       if (remaining_[size_t(ref.bucket)] == 0) reduce_bucket(ref.bucket, last);
@@ -111,23 +109,25 @@ void ZeroEngine::reduce_bucket(int k, bool last) {
   const int o = out_slot_;
   if (distributed()) {
     float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
-    if (host_) out_done_[size_t(o)]->synchronize();  // its last host copy has left
+    if (host_) cs().wait(*out_done_[size_t(o)]);  // its last host copy has left
     comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
-                          std::span<float>(dst, size_t(b.width())));
+                          std::span<float>(dst, size_t(b.width())), cs());
     out = dst;
   } else if (host_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
     float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
-    out_done_[size_t(o)]->synchronize();
-    std::memcpy(dst, in, size_t(b.width()) * 4);
+    cs().wait(*out_done_[size_t(o)]);
+    be_.copy_async(dst, in, size_t(b.width()) * 4, cs());
     out = dst;
   }
   const bool first = rounds_[size_t(k)] == 0;
   const int64_t dev_hi = std::min(b.hi, host_begin_);  // the device's part of the bucket
   if (dev_hi > b.lo) {
     char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
-    accumulate_into(shard, grad_dtype_, out, dev_hi - b.lo, !first);
+    be_.convert(shard, grad_dtype_, out, DType::f32, dev_hi - b.lo, !first, cs());
   }
   if (host_ && !bucket_chunks_[size_t(k)].empty()) {
+    cs().record(*reduced_);  // the host's part leaves once the reduction is done
+    tiers_->d2h().wait(*reduced_);
     for (int c : bucket_chunks_[size_t(k)]) offload_chunk(c, o, first, last);
     tiers_->d2h().record(*out_done_[size_t(o)]);
     out_slot_ = 1 - out_slot_;
@@ -224,7 +224,8 @@ void ZeroEngine::reduce_stage0() {
   if (!low_precision()) {
     const int64_t chunk = std::max<int64_t>(1, opts_.reduce_bucket_size);
     for (int64_t i = 0; i < n; i += chunk)
-      comm_->all_reduce(std::span<float>(grads_full_.as<float>() + i, size_t(std::min(chunk, n - i))));
+      comm_->all_reduce(std::span<float>(grads_full_.as<float>() + i, size_t(std::min(chunk, n - i))), ReduceOp::sum,
+                        cs());
     return;
   }
   float* staging = bucket_mem_.as<float>();
@@ -232,9 +233,9 @@ void ZeroEngine::reduce_stage0() {
   const size_t gsz = dtype_size(grad_dtype_);
   for (int64_t i = 0; i < n; i += slot_elems_) {
     const int64_t len = std::min(slot_elems_, n - i);
-    cpu::convert_to_f32(staging, g + size_t(i) * gsz, grad_dtype_, size_t(len));
-    comm_->all_reduce(std::span<float>(staging, size_t(len)));
-    cpu::convert_from_f32(g + size_t(i) * gsz, grad_dtype_, staging, size_t(len));
+    be_.convert(staging, DType::f32, g + size_t(i) * gsz, grad_dtype_, len, false, cs());
+    comm_->all_reduce(std::span<float>(staging, size_t(len)), ReduceOp::sum, cs());
+    be_.convert(g + size_t(i) * gsz, grad_dtype_, staging, DType::f32, len, false, cs());
   }
 }
 
@@ -247,7 +248,7 @@ void ZeroEngine::reduce_stage1() {
     float* slot = bucket_slot(int(k));
     for (const BucketPiece& piece : b.pieces)
       pack_piece(
-          lay, b, piece,
+          be_, cs(), lay, b, piece,
           static_cast<const char*>(grads_full_.data()) + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * gsz,
           grad_dtype_, slot);
     reduce_bucket(int(k), true);
@@ -255,33 +256,38 @@ void ZeroEngine::reduce_stage1() {
 }
 
 ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
+  after_compute();
+  if (!policy_.optimizer_states) reduce_stage0();
+  if (policy_.optimizer_states && !policy_.gradients) reduce_stage1();
   drain();  // every bucket reduced, every 16-bit close accumulated
   for (size_t k = 0; k < remaining_.size(); ++k)
     STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || rs_plan_.buckets()[k].width() == 0,
                  "gradient bucket " + std::to_string(k) + " was never reduced this step",
                  "the model did not close every unit's gradients; this is a bug in the model's hooks");
-  double sq = 0;
+  // The device's square sum into its scalar, on the compute stream (cs() is drained).
+  Stream& compute = be_.compute_stream();
+  double* sq_dev = scalars_.as<double>() + 1;
   if (!policy_.optimizer_states) {
-    reduce_stage0();
     // Every rank holds the same reduced gradients: each sums the squares of its 1/N.
     const int64_t n = layout_->model_elements(), lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
-    sq = be_.sum_squares({static_cast<char*>(grads_full_.data()) + size_t(lo) * dtype_size(grad_dtype_),
-                          grad_dtype_,
-                          {hi - lo},
-                          Tier::device});
+    be_.sum_squares(sq_dev, static_cast<char*>(grads_full_.data()) + size_t(lo) * dtype_size(grad_dtype_), grad_dtype_,
+                    hi - lo, false, compute);
   } else {
-    if (!policy_.gradients) reduce_stage1();
-    sq = be_.sum_squares({shard_grads_.data(), grad_dtype_, {host_begin_}, Tier::device});
-    if (host_) {  // the host's part: its chunks' square sums, in chunk order
-      const auto t0 = std::chrono::steady_clock::now();
-      tiers_->d2h().synchronize();
-      tiers_->host_sum().synchronize();
-      stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      for (double c : chunk_sq_) sq += c;
-    }
+    be_.sum_squares(sq_dev, shard_grads_.data(), grad_dtype_, host_begin_, false, compute);
+  }
+  // The step's one read-back: loss and square sum.
+  be_.copy_async(host_scalars_, scalars_.data(), 2 * sizeof(double), compute);
+  compute.synchronize();
+  double sq = host_scalars_[1];
+  if (host_) {  // the host's part: its chunks' square sums, in chunk order
+    const auto t0 = std::chrono::steady_clock::now();
+    tiers_->d2h().synchronize();
+    tiers_->host_sum().synchronize();
+    stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (double c : chunk_sq_) sq += c;
   }
   // One all-reduce agrees on the loss, the norm, overflow (a non-finite square sum) and stop.
-  double v[4] = {loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0, stop ? 1.0 : 0.0};
+  double v[4] = {host_scalars_[0] + loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0, stop ? 1.0 : 0.0};
   if (distributed()) comm_->all_reduce(std::span<double>(v, 4));
   return {v[0], std::sqrt(v[1]), v[2] > 0 || !std::isfinite(v[1]), v[3] > 0};
 }

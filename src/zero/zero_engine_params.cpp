@@ -14,7 +14,7 @@ namespace strata::zero {
 
 // ---------------------------------------------------------------- optimizer and parameters
 
-bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
+void ZeroEngine::step(float lr, float grad_scale, int64_t t) {
   if (host_) {
     // The host's part: speculated during backward with the step's plan. Same lr, scale and
     // t (no clipping) → keep it; otherwise redo it from the committed copy. Without
@@ -29,15 +29,14 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
     else
       ++stats_.speculative_commits;
   }
-  bool nonfinite;
   if (!policy_.optimizer_states) {
-    nonfinite = adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
-                            buf_.compute_dtype, groups_, lr, grad_scale, t);
+    adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
+                buf_.compute_dtype, groups_, lr, grad_scale, t);
   } else {
-    nonfinite =
-        adam_->step(shard_master_.as<float>(), shard_grads_.data(), grad_dtype_,
-                    low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
+    adam_->step(shard_master_.as<float>(), shard_grads_.data(), grad_dtype_,
+                low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
   }
+  after_compute();  // publishing reads what the update wrote
   if (host_) {
     flush_host();
     host_->commit();
@@ -45,8 +44,10 @@ bool ZeroEngine::step(float lr, float grad_scale, int64_t t) {
   finish_step();
   if (policy_.optimizer_states && !policy_.parameters) publish_params();
   if (policy_.parameters) publish_persistent();
-  drain();
-  return nonfinite;
+  // The next forward reads what was published: the compute stream waits for it (CPU: the
+  // host does), not the host for the collectives.
+  cs().record(*published_);
+  be_.compute_stream().wait(*published_);
 }
 
 void ZeroEngine::skip_step() {
@@ -76,9 +77,9 @@ template <typename T>
 void ZeroEngine::gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out) {
   if (distributed())
     comm_->all_gather(std::span<const T>(shard + shard_off, size_t(g.shard)),
-                      std::span<T>(padded_out, size_t(g.padded)));
+                      std::span<T>(padded_out, size_t(g.padded)), cs());
   else
-    std::memcpy(padded_out, shard + shard_off, size_t(g.shard) * sizeof(T));
+    be_.copy_async(padded_out, shard + shard_off, size_t(g.shard) * sizeof(T), cs());
 }
 
 void ZeroEngine::publish_params() {
@@ -94,42 +95,50 @@ void ZeroEngine::publish_params() {
     if (distributed()) {
       if (low)
         comm_->all_gather(std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(shard) + b.lo, w),
-                          std::span<uint16_t>(reinterpret_cast<uint16_t*>(slot), w * size_t(world_)));
+                          std::span<uint16_t>(reinterpret_cast<uint16_t*>(slot), w * size_t(world_)), cs());
       else
         comm_->all_gather(std::span<const float>(reinterpret_cast<const float*>(shard) + b.lo, w),
-                          std::span<float>(reinterpret_cast<float*>(slot), w * size_t(world_)));
+                          std::span<float>(reinterpret_cast<float*>(slot), w * size_t(world_)), cs());
     } else {
-      std::memcpy(slot, shard + size_t(b.lo) * esz, w * esz);
+      be_.copy_async(slot, shard + size_t(b.lo) * esz, w * esz, cs());
     }
     for (const BucketPiece& piece : b.pieces)
-      unpack_piece(lay, b, piece, slot, esz, full + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * esz);
+      unpack_piece(be_, cs(), lay, b, piece, slot, esz,
+                   full + size_t(lay.sub_groups()[size_t(piece.group)].flat_begin) * esz);
   }
 }
 
 void ZeroEngine::publish_persistent() {
   if (persistent_.bytes() == 0) return;
-  submit([this] {
-    const PartitionLayout& lay = *layout_;
-    const size_t esz = dtype_size(buf_.compute_dtype);
-    int64_t staged = 0;  // --offload-param: the slices come host→device first
-    for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
-      if (persistent_offset_[g] < 0) continue;
-      const SubGroup& s = lay.sub_groups()[g];
-      const char* shard = static_cast<const char*>(shard_source());
-      int64_t off = lay.shard_offset(int(g));
-      if (opts_.offload_param) {  // this rank's slice comes from its home in host RAM or on NVMe
-        char* dst = static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz;
-        host_->read_compute(off, off + s.shard, dst);
-        tiers_->count(tier::Edge::h2d, size_t(s.shard) * esz);
-        shard = dst, off = 0, staged += s.shard;
-      }
-      if (low_precision())
-        gather_group(s, off, reinterpret_cast<const uint16_t*>(shard),
-                     persistent_.as<uint16_t>() + persistent_offset_[g]);
-      else
-        gather_group(s, off, reinterpret_cast<const float*>(shard), persistent_.as<float>() + persistent_offset_[g]);
+  const PartitionLayout& lay = *layout_;
+  const size_t esz = dtype_size(buf_.compute_dtype);
+  int64_t staged = 0;  // --offload-param: the slices come host→device first
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
+    if (persistent_offset_[g] < 0 || !opts_.offload_param) continue;
+    const int64_t off = lay.shard_offset(int(g)), n = lay.sub_groups()[g].shard;
+    fetch_to_device(off, off + n, static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz);
+    staged += n;
+  }
+  if (staged > 0) {
+    tiers_->h2d().record(*staged_);
+    cs().wait(*staged_);
+  }
+  staged = 0;
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
+    if (persistent_offset_[g] < 0) continue;
+    const SubGroup& s = lay.sub_groups()[g];
+    const char* shard = static_cast<const char*>(shard_source());
+    int64_t off = lay.shard_offset(int(g));
+    if (opts_.offload_param) {  // this rank's slice, fetched from its home in host RAM or on NVMe
+      shard = static_cast<const char*>(persist_stage_.data()) + size_t(staged) * esz;
+      off = 0, staged += s.shard;
     }
-  });
+    if (low_precision())
+      gather_group(s, off, reinterpret_cast<const uint16_t*>(shard),
+                   persistent_.as<uint16_t>() + persistent_offset_[g]);
+    else
+      gather_group(s, off, reinterpret_cast<const float*>(shard), persistent_.as<float>() + persistent_offset_[g]);
+  }
 }
 
 // Where stage 3 gathers parameters from: this rank's compute shard on the device, or with
@@ -159,8 +168,8 @@ void ZeroEngine::gather_unit_work(int unit, int64_t offset) {
     const SubGroup& g = lay.sub_groups()[size_t(gi)];
     char* at = dst + size_t(g.flat_begin - model_->unit_begin(unit)) * esz;
     if (g.persistent) {
-      std::memcpy(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
-                  size_t(g.count) * esz);
+      be_.copy_async(at, static_cast<const char*>(persistent_.data()) + size_t(persistent_offset_[size_t(gi)]) * esz,
+                     size_t(g.count) * esz, cs());
     } else if (low_precision()) {
       gather_partitioned(gi, lay.shard_offset(gi) - base, reinterpret_cast<const uint16_t*>(shard),
                          reinterpret_cast<uint16_t*>(at), from_secondary);
@@ -184,11 +193,11 @@ void ZeroEngine::gather_partitioned(int g, int64_t shard_off, const T* shard, T*
   const size_t slice = size_t(s.padded / hpz_comm_->size());
   T* mine = secondary_.as<T>() + secondary_offset_[size_t(g)];
   if (from_secondary) {
-    hpz_comm_->all_gather(std::span<const T>(mine, slice), std::span<T>(padded_out, size_t(s.padded)));
+    hpz_comm_->all_gather(std::span<const T>(mine, slice), std::span<T>(padded_out, size_t(s.padded)), cs());
   } else {
     gather_group(s, shard_off, shard, padded_out);
     // Kept before the next sub-group's gather overwrites this one's padding.
-    std::memcpy(mine, padded_out + size_t(hpz_comm_->rank()) * slice, slice * sizeof(T));
+    be_.copy_async(mine, padded_out + size_t(hpz_comm_->rank()) * slice, slice * sizeof(T), cs());
   }
 }
 
@@ -216,18 +225,29 @@ void ZeroEngine::fetch_unit(int unit) {
     stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   fetch_off_[size_t(unit)] = off;
-  tiers_->h2d().launch_host([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
-    const int u = int(key & 0xffff);
-    const size_t esz = dtype_size(buf_.compute_dtype);
-    const size_t n = size_t(unit_shard_end(u) - unit_shard_begin(u)) * esz;
-    host_->read_compute(unit_shard_begin(u), unit_shard_end(u), static_cast<char*>(fetch_mem_.data()) + (key >> 16));
-    tiers_->count(tier::Edge::h2d, n);
-  });
+  fetch_to_device(unit_shard_begin(unit), unit_shard_end(unit), static_cast<char*>(fetch_mem_.data()) + off);
   tiers_->h2d().record(*fetched_[size_t(unit)]);
-  if (stream_)
-    stream_->wait(*fetched_[size_t(unit)]);
-  else
-    fetched_[size_t(unit)]->synchronize();
+  cs().wait(*fetched_[size_t(unit)]);
+}
+
+void ZeroEngine::fetch_to_device(int64_t lo, int64_t hi, void* dst) {
+  tier::TierManager& tm = *tiers_;
+  const size_t esz = dtype_size(buf_.compute_dtype);
+  const int64_t al = layout_->align();
+  const int64_t per = std::max<int64_t>(al, int64_t(tm.staging().buffer_bytes() / esz) / al * al);
+  for (int64_t a = lo; a < hi; a += per) {
+    const int64_t b = std::min(hi, a + per);
+    const int s = tm.staging().acquire();
+    stage_range_[size_t(s)] = {a, b};
+    tm.h2d().launch_host([this, s] {
+      const auto [a, b] = stage_range_[size_t(s)];
+      host_->read_compute(a, b, tiers_->staging().data(s));
+    });
+    be_.copy_async(static_cast<char*>(dst) + size_t(a - lo) * esz, tm.staging().data(s), size_t(b - a) * esz, tm.h2d());
+    tm.count(tier::Edge::h2d, size_t(b - a) * esz);
+    tm.h2d().record(*stage_ev_[size_t(s)]);
+    tm.staging().release_after(s, *stage_ev_[size_t(s)]);
+  }
 }
 
 void ZeroEngine::release_unit(int unit) {
@@ -257,10 +277,8 @@ bool ZeroEngine::gather_ahead(int unit, int pass, bool evict) {
   }
   resident_[size_t(unit)] = {off, pass, 0};
   if (opts_.offload_param) fetch_unit(unit);
-  submit([this, key = (uint64_t(off) << 16) | uint64_t(unit)] {
-    gather_unit_work(int(key & 0xffff), int64_t(key >> 16));
-  });
-  if (stream_) stream_->record(*gathered_[size_t(unit)]);
+  gather_unit_work(unit, off);
+  cs().record(*gathered_[size_t(unit)]);
   if (opts_.offload_param) {
     if (stream_)
       fetch_arena_.release_after(fetch_off_[size_t(unit)], gathered_[size_t(unit)].get());
@@ -305,7 +323,7 @@ void ZeroEngine::acquire_params(int unit) {
   }
   {
     const auto t0 = std::chrono::steady_clock::now();
-    gathered_[size_t(unit)]->synchronize();
+    be_.compute_stream().wait(*gathered_[size_t(unit)]);  // the unit's compute starts after its gather
     stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   model_->set_unit_params(unit, static_cast<char*>(gathered_mem_.data()) + resident_[size_t(unit)].offset);
@@ -338,19 +356,25 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
                "the destination must hold every parameter");
   drain();
   if (!policy_.optimizer_states) {
-    std::memcpy(out.data(), buf_.master, out.size() * 4);
+    be_.download(out.data(), buf_.master, out.size() * 4);
     return;
   }
   wait_host();
   // This rank's master shard, from the device and (offloaded part) the host.
   std::vector<float> mine(static_cast<size_t>(lay.shard_elements()));
-  if (host_begin_ > 0) std::memcpy(mine.data(), shard_master_.data(), size_t(host_begin_) * 4);
+  if (host_begin_ > 0) be_.download(mine.data(), shard_master_.data(), size_t(host_begin_) * 4);
   if (host_ && mine.size() > size_t(host_begin_))
     host_->read_master(host_begin_, int64_t(mine.size()), mine.data() + host_begin_);
   std::vector<float> padded(static_cast<size_t>(lay.padded_elements()));
-  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-    gather_group(lay.sub_groups()[g], lay.shard_offset(int(g)), mine.data(),
-                 padded.data() + lay.sub_groups()[g].storage_offset);
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g) {  // host memory: the blocking collective
+    const SubGroup& s = lay.sub_groups()[g];
+    const float* from = mine.data() + lay.shard_offset(int(g));
+    float* to = padded.data() + s.storage_offset;
+    if (distributed())
+      comm_->all_gather(std::span<const float>(from, size_t(s.shard)), std::span<float>(to, size_t(s.padded)));
+    else
+      std::memcpy(to, from, size_t(s.shard) * 4);
+  }
   for (const SubGroup& g : lay.sub_groups())
     std::memcpy(out.data() + g.flat_begin, padded.data() + g.storage_offset, size_t(g.count) * 4);
 }

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
 #include "zero/footprint.h"
 #include "zero/zero_engine.h"
 
@@ -48,11 +47,10 @@ void ZeroEngine::shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bo
     float* dev = kind == 0   ? (policy_.optimizer_states ? shard_master_.as<float>() : buf_.master)
                  : kind == 1 ? adam_->m()
                              : adam_->v();
-    // The CPU backend's device memory is host-addressable (S8 replaces this with copies).
     if (write)
-      std::memcpy(dev + lo, buf, size_t(split - lo) * 4);
+      be_.upload(dev + lo, buf, size_t(split - lo) * 4);
     else
-      std::memcpy(buf, dev + lo, size_t(split - lo) * 4);
+      be_.download(buf, dev + lo, size_t(split - lo) * 4);
   }
   if (hi > split) {
     // The host part: NVMe reads and writes whole aligned blocks, so widen to them.
@@ -90,8 +88,11 @@ void ZeroEngine::load_moments(const FlatSource& m, const FlatSource& v) {
   if (!policy_.optimizer_states && rank_ != 0) {  // stage 0: the other ranks' full copies
     for (size_t i = 0; i < buf_.params.size(); ++i) {
       const ParamSpan& ps = buf_.params[i];
-      for (int kind = 1; kind < 3; ++kind)
-        (kind == 1 ? m : v).read(ps.offset, ps.count, (kind == 1 ? adam_->m() : adam_->v()) + ps.offset);
+      buf.resize(size_t(ps.count));
+      for (int kind = 1; kind < 3; ++kind) {
+        (kind == 1 ? m : v).read(ps.offset, ps.count, buf.data());
+        be_.upload((kind == 1 ? adam_->m() : adam_->v()) + ps.offset, buf.data(), size_t(ps.count) * 4);
+      }
     }
   }
 }
