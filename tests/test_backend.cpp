@@ -69,7 +69,8 @@ TEST(Stream, CopiesOverlapTheCallersCompute) {
   auto s = be.make_stream("h2d");
   auto ev = be.make_event();
   Buffer src = be.allocate(8 << 20, "src"), dst = be.allocate(8 << 20, "dst");
-  std::memset(src.data(), 7, src.bytes());
+  std::vector<char> sevens(src.bytes(), 7);
+  be.upload(src.data(), sevens.data(), sevens.size());
   std::atomic<bool> release{false};
   dynamic_cast<cpu::CpuStream&>(*s).enqueue([&] {
     while (!release.load()) std::this_thread::yield();
@@ -80,7 +81,9 @@ TEST(Stream, CopiesOverlapTheCallersCompute) {
   release = true;             // "compute" on this thread releases it
   ev->synchronize();
   EXPECT_TRUE(ev->ready());
-  EXPECT_EQ(static_cast<unsigned char*>(dst.data())[src.bytes() - 1], 7);
+  char last = 0;
+  be.download(&last, static_cast<char*>(dst.data()) + src.bytes() - 1, 1);
+  EXPECT_EQ(last, 7);
 }
 
 TEST(Stream, WaitOrdersAcrossStreams) {
@@ -145,7 +148,7 @@ TEST(Stream, ErrorsSurfaceAtSynchronizeAndEventsStillFire) {
 // cannot is an error saying what is missing.
 TEST(Device, ChosenAtRunTime) {
   EXPECT_EQ(resolve_device("cpu"), "cpu");
-  EXPECT_EQ(make_backend("cpu", {size_t(16) << 20, 1})->name(), "cpu");
+  EXPECT_TRUE(make_backend("cpu", {size_t(16) << 20, 1})->name().starts_with("cpu"));
   EXPECT_EQ(resolve_device("auto"), "cpu");  // no CUDA backend exists yet (S13)
   try {
     resolve_device("cuda");

@@ -61,7 +61,7 @@ void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol,
   model.forward(x.tokens);
   double max_logit = 0;
   for (float v : x.logits) max_logit = std::max(max_logit, double(std::fabs(v)));
-  test::expect_close(model.logits().as<float>(), x.logits.data(), x.logits.size(),
+  test::expect_close(test::download_f32(be, model.logits()).data(), x.logits.data(), x.logits.size(),
                      std::max(1e-5, logit_atol_frac * max_logit), logit_rtol, "logits");
   const double loss = backward_loss(model, x.targets, 1.0f);
   EXPECT_NEAR(loss, x.loss, loss_rtol * x.loss) << "loss";

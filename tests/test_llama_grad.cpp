@@ -27,13 +27,14 @@ void check_gradients(const LlamaConfig& cfg, const std::string& what) {
   const int B = 2, T = 8;
   Llama model(be, cfg, B, T, DType::f32);
   NormalRng rng(42, 0);
-  float* p = model.master_flat().as<float>();
-  for (int64_t i = 0; i < model.num_params(); ++i) p[i] = 0.2f * rng.next();
+  std::vector<float> p(size_t(model.num_params()));
+  for (int64_t i = 0; i < model.num_params(); ++i) p[size_t(i)] = 0.2f * rng.next();
   for (size_t k = 0; k < model.param_specs().size(); ++k) {
     const ParamSpec& s = model.param_specs()[k];
     if (s.weight_decay) continue;  // the norms: around 1
-    for (int64_t i = 0; i < s.shape.numel(); ++i) p[model.param_offset(int(k)) + i] += 1.0f;
+    for (int64_t i = 0; i < s.shape.numel(); ++i) p[size_t(model.param_offset(int(k)) + i)] += 1.0f;
   }
+  be.upload(model.master_flat().data, p.data(), p.size() * 4);
   test::expect_gradients_match_finite_differences(model, B, T, cfg.vocab_size, cfg.padded_vocab_size, what + ": ");
 }
 

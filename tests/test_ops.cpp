@@ -54,7 +54,8 @@ TEST_P(GemmTest, MatchesNaiveReference) {
       for (int64_t k = 0; k < K; ++k) s += double(at(m, k)) * double(bt(k, n));
       ref[size_t(m * N + n)] = float(0.5 * s + 2.0 * C0[size_t(m * N + n)]);
     }
-  cpu::CpuBackend be({size_t(64) << 20, 0});
+  // The GEMM kernel's own scratch is host-addressable backend memory (never opaque).
+  cpu::CpuBackend be({size_t(64) << 20, 0, /*opaque=*/false});
   cpu::Workspace ws([&](size_t n, const std::string& tag) { return be.allocate(n, tag); });
   std::vector<float> C = C0;
   const void* pa = c.a == DType::f32 ? static_cast<const void*>(A.data()) : Ah.data();

@@ -73,37 +73,46 @@ inline void expect_close(const float* a, const float* b, size_t n, double atol, 
 // the reference loss, at the weights in the model's f32 master: B×T random tokens with one
 // target masked, h = 1e-2, per element |g - fd| <= 2e-4 + 2e-2·|fd| (the argument is in
 // test_gpt2_grad.cpp). V is the vocabulary, Vp its padded width in the logits.
+// Device memory belongs to the backend (S11): tests read and write a model's buffers by copies.
+inline std::vector<float> download_f32(Backend& be, TensorView v) {
+  std::vector<float> out(size_t(v.numel()));
+  be.download(out.data(), v.data, out.size() * 4);
+  return out;
+}
+
 inline void expect_gradients_match_finite_differences(Model& model, int B, int T, int V, int Vp,
                                                       const std::string& what) {
-  float* p = model.master_flat().as<float>();
+  Backend& be = model.backend();
+  float* p = model.master_flat().as<float>();  // a device address: written by upload only
   auto tokens = random_tokens(size_t(B * T), V, 1);
   auto targets = random_tokens(size_t(B * T), V, 2);
   targets[3] = -1;  // a masked position must contribute nothing
 
   model.zero_grad();
   model.forward(tokens);
-  const double loss0 = reference_loss(model.logits().as<float>(), targets, V, Vp);
+  const double loss0 = reference_loss(download_f32(be, model.logits()).data(), targets, V, Vp);
   const double loss_bw = backward_loss(model, targets, 1.0f);
   EXPECT_NEAR(loss_bw, loss0, 1e-5 * loss0);
-  std::vector<float> grad(model.grad_flat().as<float>(), model.grad_flat().as<float>() + model.num_params());
+  const std::vector<float> grad = download_f32(be, model.grad_flat());
+  const std::vector<float> master = download_f32(be, model.master_flat());
 
   auto loss_at = [&]() {
     model.forward(tokens);
-    return reference_loss(model.logits().as<float>(), targets, V, Vp);
+    return reference_loss(download_f32(be, model.logits()).data(), targets, V, Vp);
   };
+  auto set = [&](int64_t at, float value) { be.upload(p + at, &value, 4); };
   const float h = 1e-2f;
   for (size_t k = 0; k < model.param_specs().size(); ++k) {
     const auto& spec = model.param_specs()[k];
     const int64_t off = model.param_offset(int(k)), n = spec.shape.numel();
     std::vector<float> fd(static_cast<size_t>(n)), an(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      float& w = p[off + i];
-      const float saved = w;
-      w = saved + h;
+      const float saved = master[size_t(off + i)];
+      set(off + i, saved + h);
       const double up = loss_at();
-      w = saved - h;
+      set(off + i, saved - h);
       const double down = loss_at();
-      w = saved;
+      set(off + i, saved);
       fd[size_t(i)] = float((up - down) / (2.0 * double(h)));
       an[size_t(i)] = grad[size_t(off + i)];
     }

@@ -115,10 +115,13 @@ std::vector<float> strata_logits(const std::string& dir, const Expected& e) {
   cpu::CpuBackend be({size_t(1) << 30, 0});
   std::unique_ptr<Model> model = make_model(spec, be, e.B, e.T, DType::f32);
   HfWeights w(dir, spec);
-  w.read(0, model->num_params(), model->master_flat().as<float>());
+  std::vector<float> master(size_t(model->num_params()));
+  w.read(0, model->num_params(), master.data());
+  be.upload(model->master_flat().data, master.data(), master.size() * 4);
   model->forward(e.tokens);
   std::vector<float> out;
-  const float* l = model->logits().as<float>();
+  const std::vector<float> logits = test::download_f32(be, model->logits());
+  const float* l = logits.data();
   for (int n = 0; n < e.B * e.T; ++n)
     for (int v = 0; v < e.V; ++v) out.push_back(l[size_t(n) * size_t(spec.padded_vocab_size()) + size_t(v)]);
   return out;

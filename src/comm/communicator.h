@@ -159,7 +159,8 @@ class Communicator {
     int root;
   };
   // Enqueues `c` on s. This default runs the blocking do_* call on the stream's worker
-  // (launch_host) with transport addresses; NCCL overrides it to launch on the stream.
+  // (launch_host) with transport addresses: right for MPI on the CPU backend. A transport
+  // that launches on device streams itself (NCCL with the CUDA backend, S13) overrides it.
   virtual void enqueue(const Call& c, Stream& s);
   void run_call(const Call& c);  // the blocking collective, counted and hooked
   // A blocking (host-memory) collective starts after this rank's collectives already

@@ -96,6 +96,15 @@ void ZeroEngine::after_compute() {
   stream_->wait(*compute_done_);
 }
 
+// The engine's host thread takes a staging buffer for a chunk or a fetch; the wait (every
+// buffer still in the pipeline) counts as blocked time.
+int ZeroEngine::acquire_staging() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int s = tiers_->staging().acquire();
+  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
 void ZeroEngine::drain() {
   if (!stream_) return;
   const auto t0 = std::chrono::steady_clock::now();

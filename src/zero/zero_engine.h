@@ -207,6 +207,7 @@ class ZeroEngine final : public UnitHooks {
   void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
   void copy_update_to_device(int c, int s, Event& ev);
   void wait_host();
+  int acquire_staging();
   void flush_host();                                // the host's queued work done and its NVMe writes on the drive
   void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
   void gather_unit_work(int unit, int64_t offset);  // stage 3

@@ -145,7 +145,7 @@ void ZeroEngine::reduce_bucket(int k, bool last) {
 // the previous one by event; the staging buffer is free when the last stage is done.
 void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   tier::TierManager& tm = *tiers_;
-  const int s = tm.staging().acquire();
+  const int s = acquire_staging();
   Event& ev = *stage_ev_[size_t(s)];
   const HostChunk& ch = chunks_[size_t(c)];
   // The reduced gradients to the staging buffer: a copy the backend orders on the d2h stream.
@@ -196,7 +196,7 @@ void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
 // with the real clip scale) or, after an overflow, a restore of the speculative copy-out.
 void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t, bool restore) {
   tier::TierManager& tm = *tiers_;
-  const int s = tm.staging().acquire();
+  const int s = acquire_staging();
   Event& ev = *stage_ev_[size_t(s)];
   const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
   // The chunk's own copy of the step's values: the host thread reads it while later chunks

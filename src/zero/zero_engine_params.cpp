@@ -237,7 +237,7 @@ void ZeroEngine::fetch_to_device(int64_t lo, int64_t hi, void* dst) {
   const int64_t per = std::max<int64_t>(al, int64_t(tm.staging().buffer_bytes() / esz) / al * al);
   for (int64_t a = lo; a < hi; a += per) {
     const int64_t b = std::min(hi, a + per);
-    const int s = tm.staging().acquire();
+    const int s = acquire_staging();
     stage_range_[size_t(s)] = {a, b};
     tm.h2d().launch_host([this, s] {
       const auto [a, b] = stage_range_[size_t(s)];
