@@ -26,7 +26,7 @@ void UnitArena::reclaim_ready() {
 int64_t UnitArena::allocate(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (attempt == 1) reclaim_ready();  // then try once more, never reclaim without retrying
+    if (attempt == 1) reclaim_ready();                   // then try once more, never reclaim without retrying
     if (blocks_.size() == blocks_.capacity()) continue;  // as many blocks as planned: reclaim first
     size_t at = 0;
     for (size_t i = 0; i <= blocks_.size(); ++i) {

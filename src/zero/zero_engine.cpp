@@ -253,10 +253,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
       }
     }
     chunk_sq_.assign(chunks_.size(), 0.0);
-    chunk_redo_.assign(chunks_.size(), {});
     for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
     for (int i = 0; i < tiers_->staging().count(); ++i) stage_ev_.push_back(be_.make_event());
-    stage_range_.assign(size_t(tiers_->staging().count()), {0, 0});
+    stage_task_.assign(size_t(tiers_->staging().count()), {});
   }
 
   // Per-unit gradient scratch (f32) for whatever the model cannot write in place: the

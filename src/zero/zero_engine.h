@@ -205,6 +205,7 @@ class ZeroEngine final : public UnitHooks {
   void reduce_bucket(int bucket, bool last_micro);
   void offload_chunk(int chunk, int out_slot, bool first, bool last);  // d2h → host sum → Adam → h2d
   void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
+  void host_update_work(int staging);  // on the host stream: that buffer's task
   void copy_update_to_device(int c, int s, Event& ev);
   void wait_host();
   int acquire_staging();
@@ -305,13 +306,21 @@ class ZeroEngine final : public UnitHooks {
   std::vector<std::vector<int>> bucket_chunks_;   // per reduce bucket
   std::vector<double> chunk_sq_;                  // per chunk: Σ g² (summed in chunk order)
   StepPlan plan_;                                 // what the speculative updates assume
-  std::vector<StepPlan> chunk_redo_;              // per chunk: what its non-speculative update uses
   bool speculated_ = false;                       // this step's host chunks were updated speculatively
   std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
-  // Per staging buffer: the shard range a host→device fetch reads into it (written before
-  // the host work is enqueued, read by it).
-  std::vector<std::pair<int64_t, int64_t>> stage_range_;
+  // What the host work on staging buffer s does: written by the engine's thread when it
+  // takes the buffer, read by that work; the record is the task's until the buffer's
+  // release event, so it carries the step's values for its own chunk (later chunks and
+  // steps are queued with other values meanwhile).
+  struct StageTask {
+    int chunk = 0;           // offload: the chunk
+    int64_t lo = 0, hi = 0;  // fetch: the shard range read into the buffer
+    bool first = false;      // accumulate: the step's first micro-batch overwrites
+    bool restore = false;    // update: restore the committed copy-out instead (overflow)
+    StepPlan plan;           // update: lr, grad scale, t
+  };
+  std::vector<StageTask> stage_task_;
   int out_slot_ = 0;
   UnitArena fetch_arena_;  // stage 3 --offload-param: the units' shard pieces on the device
   Buffer fetch_mem_, persist_stage_;

@@ -154,25 +154,23 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   be_.copy_async(tm.staging().data(s), src, size_t(ch.hi - ch.lo) * 4, tm.d2h());
   tm.count(tier::Edge::d2h, size_t(ch.hi - ch.lo) * 4);
   tm.d2h().record(ev);
-  // Chunk, staging buffer and first-micro-batch flag in one word: captures of at most two
-  // words stay inside std::function (no allocation in the step).
-  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s & 0x7fff) << 1) | uint64_t(first);
+  // The host work reads its task from the staging buffer's record (the buffer and its
+  // record are this chunk's until the release below): captures stay at two words, inside
+  // std::function (no allocation in the step).
+  StageTask& task = stage_task_[size_t(s)];
+  task = {};
+  task.chunk = c, task.first = first, task.plan = plan_;
   tm.host_sum().wait(ev);
-  tm.host_sum().launch_host([this, key] {
-    const int chunk = int(key >> 32);
-    const void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
-    chunk_sq_[size_t(chunk)] = host_->accumulate(chunks_[size_t(chunk)], static_cast<const float*>(staging), key & 1);
+  tm.host_sum().launch_host([this, s] {
+    const StageTask& t = stage_task_[size_t(s)];
+    chunk_sq_[size_t(t.chunk)] =
+        host_->accumulate(chunks_[size_t(t.chunk)], static_cast<const float*>(tiers_->staging().data(s)), t.first);
   });
   tm.host_sum().record(ev);
   const bool update = last && host_->speculative();
   if (update) {
     tm.host().wait(ev);
-    tm.host().launch_host([this, key] {
-      void* staging = tiers_->staging().data(int((key >> 1) & 0x7fff));
-      const size_t c = size_t(key >> 32);
-      host_->update(chunks_[c], c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, plan_.lr, plan_.grad_scale, plan_.t,
-                    device_compute_at(0) ? staging : nullptr);
-    });
+    tm.host().launch_host([this, s] { host_update_work(s); });
     tm.host().record(ev);
   }
   if (update && device_compute_at(0)) copy_update_to_device(c, s, ev);
@@ -192,27 +190,30 @@ void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
   tm.h2d().record(ev);
 }
 
+// On the host stream: staging buffer s's chunk updated by the CPU Adam with its task's
+// values (copying the new parameters into the buffer when the device keeps a copy), or,
+// after an overflow, restored from its speculative copy-out.
+void ZeroEngine::host_update_work(int s) {
+  const StageTask& task = stage_task_[size_t(s)];
+  const size_t c = size_t(task.chunk);
+  void* staging = device_compute_at(0) ? tiers_->staging().data(s) : nullptr;
+  if (task.restore)
+    host_->restore(chunks_[c], staging);
+  else
+    host_->update(chunks_[c], c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, task.plan.lr, task.plan.grad_scale,
+                  task.plan.t, staging);
+}
+
 // The host part of the step once the norm is known: an update (not speculated, or redone
 // with the real clip scale) or, after an overflow, a restore of the speculative copy-out.
 void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t, bool restore) {
   tier::TierManager& tm = *tiers_;
   const int s = acquire_staging();
   Event& ev = *stage_ev_[size_t(s)];
-  const uint64_t key = (uint64_t(uint32_t(c)) << 32) | (uint64_t(s) << 1) | uint64_t(restore);
-  // The chunk's own copy of the step's values: the host thread reads it while later chunks
-  // (and, after a skipped step, the next step) are queued with other values. Written here
-  // only after the chunk's previous host work is done (each step flushes the host stream).
-  chunk_redo_[size_t(c)] = {lr, grad_scale, t};
-  tm.host().launch_host([this, key] {
-    const size_t c = size_t(key >> 32);
-    const HostChunk& h = chunks_[c];
-    void* staging = device_compute_at(0) ? tiers_->staging().data(int((key >> 1) & 0x7fff)) : nullptr;
-    if (key & 1)
-      host_->restore(h, staging);
-    else
-      host_->update(h, c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, chunk_redo_[c].lr, chunk_redo_[c].grad_scale,
-                    chunk_redo_[c].t, staging);
-  });
+  StageTask& task = stage_task_[size_t(s)];
+  task = {};
+  task.chunk = c, task.restore = restore, task.plan = {lr, grad_scale, t};
+  tm.host().launch_host([this, s] { host_update_work(s); });
   tm.host().record(ev);
   if (device_compute_at(0)) copy_update_to_device(c, s, ev);
   tm.staging().release_after(s, ev);

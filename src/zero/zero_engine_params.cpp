@@ -238,10 +238,12 @@ void ZeroEngine::fetch_to_device(int64_t lo, int64_t hi, void* dst) {
   for (int64_t a = lo; a < hi; a += per) {
     const int64_t b = std::min(hi, a + per);
     const int s = acquire_staging();
-    stage_range_[size_t(s)] = {a, b};
+    StageTask& task = stage_task_[size_t(s)];
+    task = {};
+    task.lo = a, task.hi = b;
     tm.h2d().launch_host([this, s] {
-      const auto [a, b] = stage_range_[size_t(s)];
-      host_->read_compute(a, b, tiers_->staging().data(s));
+      const StageTask& t = stage_task_[size_t(s)];
+      host_->read_compute(t.lo, t.hi, tiers_->staging().data(s));
     });
     be_.copy_async(static_cast<char*>(dst) + size_t(a - lo) * esz, tm.staging().data(s), size_t(b - a) * esz, tm.h2d());
     tm.count(tier::Edge::h2d, size_t(b - a) * esz);
