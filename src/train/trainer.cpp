@@ -19,7 +19,6 @@
 #include "core/error.h"
 #include "cpu/adam/adam.h"
 #include "cpu/affinity.h"
-#include "io/token_file.h"
 #include "model/gpt2.h"
 #include "model/hf_weights.h"
 #include "model/model_factory.h"
@@ -27,7 +26,6 @@
 #include "tier/tier_manager.h"
 #include "train/checkpoint.h"
 #include "train/data_loader.h"
-#include "train/finetune_data.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -35,6 +33,7 @@
 #include "train/resume.h"
 #include "train/run_lock.h"
 #include "train/stop_signal.h"
+#include "train/train_setup.h"
 #include "zero/partition.h"
 #include "zero/zero_engine.h"
 
@@ -100,28 +99,8 @@ TrainResult train(const TrainOptions& opts) {
   std::unique_ptr<HfWeights> imported;
   if (hf_dir && !ckpt) imported = std::make_unique<HfWeights>(model_path, spec);
   const FlatSource* init = ckpt ? &ckpt->source(0) : imported.get();
-  const bool jsonl = opts.data_format == "jsonl" ||
-                     (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
-  std::unique_ptr<SampleSource> data;
   std::string data_line;
-  if (jsonl) {
-    std::string tok = opts.tokenizer;
-    if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
-      tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
-    std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
-    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed);
-    data_line = ft->describe();
-    data = std::move(ft);
-  } else {
-    STRATA_CHECK(opts.tokenizer.empty(), "--tokenizer is for JSONL data; '" + data_path + "' is a token or text file",
-                 "drop --tokenizer, or give --data FILE.jsonl");
-    io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
-    STRATA_CHECK(tf.max_token < spec.vocab_size(),
-                 "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" +
-                     model_path + "' has a vocabulary of " + std::to_string(spec.vocab_size()),
-                 "tokenize the data for this model, or pick a model with a larger vocab_size");
-    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
-  }
+  const std::unique_ptr<SampleSource> data = make_training_data(opts, data_path, model_path, hf_dir, spec, &data_line);
   const SampleSource& loader = *data;
 
   const bool offload =
@@ -157,34 +136,7 @@ TrainResult train(const TrainOptions& opts) {
   STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
                "use --adam-isa auto");
   // The ZeRO engine decides what the model allocates itself; the optimizer runs inside it.
-  zero::ZeroOptions zo;
-  zo.stage = opts.zero_stage;
-  zo.sub_group_size = opts.sub_group_size;
-  zo.reduce_bucket_size = opts.reduce_bucket_size;
-  zo.allgather_bucket_size = opts.allgather_bucket_size;
-  zo.prefetch_depth = opts.prefetch_depth;
-  if (opts.prefetch_bucket_size > 0) {  // units are gathered whole: count the largest layer's
-    std::vector<int64_t> unit_elems(size_t(spec.n_layer() + 2), 0);
-    for (const ParamSpec& ps : unit_layout(spec)) unit_elems[size_t(ps.unit)] += ps.shape.numel();
-    const int64_t layer = *std::max_element(unit_elems.begin() + 1, unit_elems.end() - 1);
-    zo.prefetch_depth = int(std::max<int64_t>(1, opts.prefetch_bucket_size / layer));
-  }
-  zo.param_persistence_threshold = opts.param_persistence_threshold;
-  zo.max_live_params = opts.max_live_params;
-  zo.hpz_partition_size = opts.hpz_partition_size;
-  if (zo.hpz_partition_size == 0) {  // "node": the ranks of a node form a group
-    STRATA_CHECK(!opts.comm || opts.comm->topology().uniform(), "--hpz-partition-size node on nodes of unequal size",
-                 "launch the same number of ranks on every host (e.g. mpirun --map-by ppr:N:node)");
-    zo.hpz_partition_size = opts.comm ? opts.comm->local_size() : 1;
-  }
-  zo.overlap_comm = opts.overlap_comm;
-  zo.offload_optimizer = opts.offload_optimizer != "none";
-  zo.offload_param = opts.offload_param != "none";
-  zo.nvme = opts.offload_optimizer == "nvme";
-  zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
-  zo.offload_ratio = opts.offload_ratio;
-  zo.speculative_step = opts.speculative_step;
-  zo.host_threads = std::max(1, host_threads);
+  const zero::ZeroOptions zo = engine_options(opts, spec, share, opts.comm, host_threads);
   zero::ZeroEngine engine(
       backend, opts.comm, zo,
       {float(opts.beta1), float(opts.beta2), float(opts.eps), float(opts.weight_decay), {isa, device_threads, 1 << 16}},

@@ -1,0 +1,73 @@
+#include "train/train_setup.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/token_file.h"
+#include "model/model_factory.h"
+#include "train/finetune_data.h"
+
+namespace strata {
+
+std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const std::string& data_path,
+                                                 const std::string& model_path, bool hf_dir, const ModelSpec& spec,
+                                                 std::string* describe) {
+  const bool jsonl = opts.data_format == "jsonl" ||
+                     (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
+  std::unique_ptr<SampleSource> data;
+  if (jsonl) {
+    std::string tok = opts.tokenizer;
+    if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
+      tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
+    std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
+    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed);
+    if (describe) *describe = ft->describe();
+    data = std::move(ft);
+  } else {
+    STRATA_CHECK(opts.tokenizer.empty(), "--tokenizer is for JSONL data; '" + data_path + "' is a token or text file",
+                 "drop --tokenizer, or give --data FILE.jsonl");
+    io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
+    STRATA_CHECK(tf.max_token < spec.vocab_size(),
+                 "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" +
+                     model_path + "' has a vocabulary of " + std::to_string(spec.vocab_size()),
+                 "tokenize the data for this model, or pick a model with a larger vocab_size");
+    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
+  }
+  return data;
+}
+
+zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec, const NodeShare& share,
+                                 Communicator* comm, int host_threads) {
+  zero::ZeroOptions zo;
+  zo.stage = opts.zero_stage;
+  zo.sub_group_size = opts.sub_group_size;
+  zo.reduce_bucket_size = opts.reduce_bucket_size;
+  zo.allgather_bucket_size = opts.allgather_bucket_size;
+  zo.prefetch_depth = opts.prefetch_depth;
+  if (opts.prefetch_bucket_size > 0) {  // units are gathered whole: count the largest layer's
+    std::vector<int64_t> unit_elems(size_t(spec.n_layer() + 2), 0);
+    for (const ParamSpec& ps : unit_layout(spec)) unit_elems[size_t(ps.unit)] += ps.shape.numel();
+    const int64_t layer = *std::max_element(unit_elems.begin() + 1, unit_elems.end() - 1);
+    zo.prefetch_depth = int(std::max<int64_t>(1, opts.prefetch_bucket_size / layer));
+  }
+  zo.param_persistence_threshold = opts.param_persistence_threshold;
+  zo.max_live_params = opts.max_live_params;
+  zo.hpz_partition_size = opts.hpz_partition_size;
+  if (zo.hpz_partition_size == 0) {  // "node": the ranks of a node form a group
+    STRATA_CHECK(!comm || comm->topology().uniform(), "--hpz-partition-size node on nodes of unequal size",
+                 "launch the same number of ranks on every host (e.g. mpirun --map-by ppr:N:node)");
+    zo.hpz_partition_size = comm ? comm->local_size() : 1;
+  }
+  zo.overlap_comm = opts.overlap_comm;
+  zo.offload_optimizer = opts.offload_optimizer != "none";
+  zo.offload_param = opts.offload_param != "none";
+  zo.nvme = opts.offload_optimizer == "nvme";
+  zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
+  zo.offload_ratio = opts.offload_ratio;
+  zo.speculative_step = opts.speculative_step;
+  zo.host_threads = std::max(1, host_threads);
+  return zo;
+}
+
+}  // namespace strata
