@@ -10,6 +10,7 @@
 #include "model/model_spec.h"
 #include "train/planner.h"
 #include "train/trainer.h"
+#include "zero/defaults.h"
 
 namespace strata::cli {
 
@@ -30,10 +31,13 @@ int plan_main(int argc, char** argv) {
       "device-tflops", "device throughput, TFLOP/s", str("0.1"))("net-gbps", "network GB/s per rank", str("1"))(
       "link-gbps", "host<->device GB/s", str("10"))("host-gbps", "host memory GB/s for CPU Adam", str("10"))(
       "nvme-gbps", "NVMe GB/s", str("1"))("threads", "the device's threads (their op scratch; 0 = all CPUs)", str("0"))(
-      "reduce-bucket-size", "elements per gradient bucket (as strata train)", str("500000000"))(
-      "allgather-bucket-size", "elements per parameter all-gather bucket (as strata train)", str("500000000"))(
+      "reduce-bucket-size", "elements per gradient bucket (as strata train)",
+      str(std::to_string(zero::kDefaultBucketElements)))("allgather-bucket-size",
+                                                         "elements per parameter all-gather bucket (as strata train)",
+                                                         str(std::to_string(zero::kDefaultBucketElements)))(
       "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole (as strata train)",
-      str("100000"))("prefetch-depth", "stage 3: units gathered ahead of use (as strata train)", str("2"))(
+      str(std::to_string(zero::kDefaultPersistenceThreshold)))(
+      "prefetch-depth", "stage 3: units gathered ahead of use (as strata train)", str("2"))(
       "ranks-per-node", "ranks on each node (0 = all ranks on one): shows stage 3's hpZ trade-off across nodes",
       str("0"))("hpz-partition-size", "stage 3: ranks per secondary partition in the rows above (1 = none)", str("1"))(
       "bench",

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "model/model_spec.h"
+#include "zero/defaults.h"
 
 namespace strata {
 
@@ -32,10 +33,11 @@ struct PlanInput {
   // Throughputs for the step-time estimate (per rank): device FLOP/s, bytes/s of the
   // network, host<->device link, host memory (CPU Adam) and NVMe.
   double device_flops = 1e11, net_bw = 1e9, link_bw = 1e10, host_bw = 1e10, nvme_bw = 1e9;
-  int64_t reduce_bucket = 500000000, allgather_bucket = 500000000, pin_buffers = 4, pin_buffer_bytes = 16 << 20;
+  int64_t reduce_bucket = zero::kDefaultBucketElements, allgather_bucket = zero::kDefaultBucketElements,
+          pin_buffers = 4, pin_buffer_bytes = 16 << 20;
   int threads = 2;  // the device's threads (per-thread op scratch)
   // The engine's other sizing options (train's defaults).
-  int64_t sub_group_size = 1000000000, persistence_threshold = 100000;
+  int64_t sub_group_size = zero::kDefaultSubGroupSize, persistence_threshold = zero::kDefaultPersistenceThreshold;
   int prefetch_depth = 2;
   // Nodes: ranks per node (0: all on one), and stage 3's secondary partition (hpZ; 1: none).
   int ranks_per_node = 0;
@@ -67,7 +69,7 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
 std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in);
 
 // Ψ' as the engine pads it for `ranks` (the partition layout's element count).
-double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size = 1000000000);
+double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size = zero::kDefaultSubGroupSize);
 // Ψ, Ψ' and the shape for a model on `ranks` ranks; the rest of PlanInput at its defaults.
 PlanInput plan_input_for(const ModelSpec& spec, int ranks);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "zero/defaults.h"
 
 namespace strata {
 
@@ -47,14 +48,14 @@ struct TrainOptions {
   bool quiet = false;  // no progress line (tests)
   // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.
   int zero_stage = 0;
-  int64_t sub_group_size = 1000000000;  // elements per partitioned sub-group
-  int64_t reduce_bucket_size = 500000000;
-  int64_t allgather_bucket_size = 500000000;
+  int64_t sub_group_size = zero::kDefaultSubGroupSize;  // elements per partitioned sub-group
+  int64_t reduce_bucket_size = zero::kDefaultBucketElements;
+  int64_t allgather_bucket_size = zero::kDefaultBucketElements;
   int prefetch_depth = 2;
   // Stage 3: elements to prefetch ahead (DeepSpeed's stage3_prefetch_bucket_size); > 0
   // overrides prefetch_depth with the layers that many elements hold (at least 1).
   int64_t prefetch_bucket_size = 0;
-  int64_t param_persistence_threshold = 100000;
+  int64_t param_persistence_threshold = zero::kDefaultPersistenceThreshold;
   int64_t max_live_params = 0;
   // Stage 3: ranks per secondary (hpZ) partition: 1 none, 0 the ranks per node.
   int hpz_partition_size = 1;

@@ -44,6 +44,7 @@
 #include "zero/access_order.h"
 #include "zero/adamw.h"
 #include "zero/bucket_plan.h"
+#include "zero/defaults.h"
 #include "zero/host_optimizer.h"
 #include "zero/partition.h"
 #include "zero/unit_arena.h"
@@ -57,14 +58,14 @@ struct StagePolicy {
 
 struct ZeroOptions {
   int stage = 0;
-  int64_t sub_group_size = 1000000000;           // elements per partitioned sub-group
-  int64_t reduce_bucket_size = 500000000;        // elements (all ranks) per reduce-scatter / all-reduce
-  int64_t allgather_bucket_size = 500000000;     // elements (all ranks) per parameter all-gather (stages 1-2)
-  int prefetch_depth = 2;                        // stage 3: units gathered ahead of use
-  int64_t param_persistence_threshold = 100000;  // stage 3: parameters below this many elements stay whole
-  int64_t max_live_params = 0;                   // stage 3: gathered elements at once (0: from the prefetch depth)
-  int hpz_partition_size = 1;                    // stage 3: ranks per secondary partition (1: none)
-  bool overlap_comm = true;                      // communication on its own stream
+  int64_t sub_group_size = kDefaultSubGroupSize;           // elements per partitioned sub-group
+  int64_t reduce_bucket_size = kDefaultBucketElements;     // elements (all ranks) per reduce-scatter / all-reduce
+  int64_t allgather_bucket_size = kDefaultBucketElements;  // elements (all ranks) per parameter all-gather (stages 1-2)
+  int prefetch_depth = 2;                                  // stage 3: units gathered ahead of use
+  int64_t param_persistence_threshold = kDefaultPersistenceThreshold;  // stage 3: smaller parameters stay whole
+  int64_t max_live_params = 0;  // stage 3: gathered elements at once (0: from the prefetch depth)
+  int hpz_partition_size = 1;   // stage 3: ranks per secondary partition (1: none)
+  bool overlap_comm = true;     // communication on its own stream
   // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
   // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
   // shard in host RAM too (then the whole optimizer is offloaded).
