@@ -32,6 +32,7 @@
 #include "train/node_share.h"
 #include "train/resume.h"
 #include "train/run_lock.h"
+#include "train/step_report.h"
 #include "train/stop_signal.h"
 #include "train/train_setup.h"
 #include "zero/partition.h"
@@ -60,13 +61,6 @@ std::string resolve_model(const std::string& name_or_path) {
   if (std::filesystem::exists(path) || name_or_path.find(".json") != std::string::npos) return path;
   const std::string named = resolve_resource("configs/bench/" + name_or_path + ".json");
   return std::filesystem::exists(named) ? named : path;
-}
-
-static std::string format_duration(double s) {
-  char buf[32];
-  const long t = long(s + 0.5);
-  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
 }
 
 TrainResult train(const TrainOptions& opts) {
@@ -387,31 +381,16 @@ TrainResult train(const TrainOptions& opts) {
                                  {"comm_bytes", comm_bytes}};
           if (fp16) line["loss_scale"] = scale, line["skipped"] = skipped;  // a skipped step's norm is null
           const StepTimeline& t = result.steps.back().timeline;
-          line["timeline"] = {{"wall_s", t.wall_s},
-                              {"busy_s",
-                               {{"compute", t.compute_s},
-                                {"comm", t.comm_s},
-                                {"d2h", t.d2h_s},
-                                {"h2d", t.h2d_s},
-                                {"cpu_adam", t.cpu_adam_s},
-                                {"host_sum", t.host_sum_s}}},
-                              {"bytes",
-                               {{"d2h", t.d2h_bytes},
-                                {"h2d", t.h2d_bytes},
-                                {"h2n", t.h2n_bytes},
-                                {"n2h", t.n2h_bytes},
-                                {"comm", t.comm_bytes},
-                                {"inter_node", t.inter_node_bytes}}},
-                              {"overlap", t.overlap()}};
+          line["timeline"] = timeline_json(t);
           if (tiers) line["host_bytes"] = host_bytes, line["host_high_water"] = tiers->budget(Tier::host).high_water();
           metrics->write(line);
         }
       }
       if (!quiet && (tty || log_now)) {
         const double eta = double(opts.steps - step - 1) * tokens_per_step / smoothed_tps;
-        std::fprintf(stderr, "%sstep %6lld/%lld | loss %.4f | lr %.2e | norm %.3f | %8.0f tok/s | ETA %s%s",
-                     tty ? "\r" : "", (long long)(step + 1), (long long)opts.steps, loss, lr, norm, smoothed_tps,
-                     format_duration(eta).c_str(), tty && !log_now ? "" : "\n");
+        std::fprintf(stderr, "%s%s%s", tty ? "\r" : "",
+                     progress_line(step + 1, opts.steps, loss, lr, norm, smoothed_tps, eta).c_str(),
+                     tty && !log_now ? "" : "\n");
       }
       const bool saved = opts.save_every > 0 && ((step + 1) % opts.save_every == 0 || step + 1 == opts.steps);
       if (saved) save(step + 1);
