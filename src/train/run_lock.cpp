@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <thread>
 
 #include "comm/communicator.h"
 #include "core/error.h"
@@ -75,6 +77,10 @@ RunLock::RunLock(const std::string& out, Communicator* comm) : path_(out + "/.lo
   if (!err.empty() || bad) {
     if (fd_ >= 0) ::close(fd_), fd_ = -1;
     if (!err.empty()) throw_error(err, hint);
+    // Rank 0 knows why and reports it. Give it time to: were this rank to exit first, rank
+    // 0's peer watch could end it (exit 70, "lost rank N") before its message is printed.
+    // Rank 0's exit ends this rank through its own watch; the error below is the fallback.
+    std::this_thread::sleep_for(std::chrono::seconds(3));
   }
   STRATA_CHECK(bad == 0, "rank 0 could not take the run lock of --out " + out + " (its message says why)",
                "wait for the other run to end, or give another --out");
