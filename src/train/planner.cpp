@@ -8,9 +8,8 @@
 #include "core/error.h"
 #include "model/model_factory.h"
 #include "zero/comm_volume.h"
-#include "zero/footprint.h"
+#include "zero/engine_plan.h"
 #include "zero/partition.h"
-#include "zero/zero_engine.h"
 
 namespace strata {
 
@@ -178,15 +177,15 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           zo.prefetch_depth = in.prefetch_depth;
           if (stage == 3) zo.hpz_partition_size = in.hpz_partition_size;
           const DType dt = in.mixed ? DType::bf16 : DType::f32;
-          const zero::EngineFootprint f = zero::engine_footprint(table, units, N, dt, zo, staging_buffer);
+          const zero::EnginePlan f = zero::plan_engine({table, units, N, dt, zo, staging_buffer});
           const ModelStorage storage{stage < 3, false, stage == 0, ckpt, nullptr};
           const double model_bytes = double(model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, storage));
           r.activations = double(
               model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, ModelStorage{false, false, false, ckpt}));
           r.scratch = scratch_bytes(*in.model, in.micro_batch, in.seq_len, in.threads);
-          dev = double(f.device) + model_bytes + r.scratch;
-          host = double(f.host) + (o != "none" ? buffers : 0);
-          nvme = double(f.nvme);
+          dev = double(f.device_bytes()) + model_bytes + r.scratch;
+          host = double(f.host_bytes()) + (o != "none" ? buffers : 0);
+          nvme = double(f.nvme_bytes());
           // Step time: the engines overlap, so the slowest one bounds it (6Ψ FLOP per token,
           // 8Ψ with recomputation; ring volume 2Ψ or 3Ψ; offload traffic and CPU Adam).
           const double compute = in.model->training_flops_per_token(in.seq_len, ckpt) * tokens / in.device_flops;

@@ -7,7 +7,7 @@
 // layout's padded count when a model is given (Ψ otherwise).
 //
 // With a model, the per-tier totals are what a run allocates, not a formula: the engine's
-// buffers from zero::engine_footprint and the model's from model_device_bytes (both checked
+// buffers from zero::plan_engine and the model's from model_device_bytes (both checked
 // against the real allocations on every run), plus an upper bound of the op scratch. The
 // staging buffers are added on the host when offloading. With parameters alone, the totals
 // are the model states, the optimizer's 12Ψ'/N (and the stage-3 shards) moved by offload.

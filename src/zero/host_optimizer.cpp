@@ -9,6 +9,27 @@
 
 namespace strata::zero {
 
+HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
+                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block) {
+  const uint64_t n = uint64_t(std::max<int64_t>(elements, 0)), esz = dtype_size(compute_dtype);
+  const bool keep = keep_compute && compute_dtype != DType::f32;
+  HostOptimizerSizes z;
+  z.copies = speculative || nvme ? 2 : 1;
+  z.grads = n * esz;
+  if (nvme) {
+    const auto round_up = [&](uint64_t b) { return (b + nvme_block - 1) / nvme_block * nvme_block; };
+    z.region[0] = round_up(n * 4);
+    z.region[1] = keep ? round_up(n * esz) : 0;
+    z.nvme_bytes = uint64_t(z.copies) * (3 * z.region[0] + z.region[1]);
+    z.swap = 3 * uint64_t(chunk_elements) * (12 + esz);  // a slot: one chunk's master, m, v, parameters
+    z.bounce = uint64_t(chunk_elements) * 4;
+  } else {
+    z.states = uint64_t(z.copies) * 12 * n;
+    z.compute = keep ? n * esz : 0;
+  }
+  return z;
+}
+
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                              AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
                              const io::NvmeOptions* nvme, int rank, int64_t chunk_elements)
@@ -18,34 +39,33 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
       speculative_(speculative),
       compute_dtype_(compute_dtype),
       keep_compute_(keep_compute && compute_dtype != DType::f32) {
-  const size_t n = size_t(std::max<int64_t>(end - begin, 0));
-  const size_t esz = dtype_size(compute_dtype);
   for (const AdamW::Group& g : groups) {
     const int64_t lo = std::max(g.offset, begin), hi = std::min(g.offset + g.count, end);
     if (hi > lo) groups_.push_back({lo - begin, hi - lo, g.decay});
   }
   // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
   // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
-  grads_ = tm.allocate(Tier::host, n * esz, "host:grads");
-  grads_.zero();
-  // Two copies when speculating, and always on NVMe: a step's writes go to the copy that is
-  // not committed, so a failed write leaves the last completed step's state intact.
+  // Two copies of the states when speculating, and always on NVMe: a step's writes go to the
+  // copy that is not committed, so a failed write leaves the last completed step's state intact.
   two_copies_ = speculative || nvme;
-  const int copies = two_copies_ ? 2 : 1;
   if (nvme) {
+    // The swap file is sized once its block size is known: made small first, then re-made.
     file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", 1);
-    // (sized below, once the block size is known: the file is re-made with its real size)
     const size_t block = file_->block_size();
     file_.reset();
-    region_bytes_[0] = (n * 4 + block - 1) / block * block;
-    region_bytes_[1] = keep_compute_ ? (n * esz + block - 1) / block * block : 0;
-    const uint64_t bytes = uint64_t(copies) * (3 * region_bytes_[0] + region_bytes_[1]);
-    file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", bytes);
     STRATA_CHECK(chunk_elements > 0 && size_t(chunk_elements) * 2 % block == 0,
                  "NVMe swap chunks of " + std::to_string(chunk_elements) + " elements",
                  "this is a bug in the engine: chunks must be block-aligned");
-    const size_t slot = size_t(chunk_elements) * (12 + esz);
-    swap_ = tm.allocate(Tier::host, 3 * slot, "host:nvme_swap", true);
+    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute_, speculative, true, chunk_elements, block);
+    file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", sizes_.nvme_bytes);
+  } else {
+    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute_, speculative, false, chunk_elements, 0);
+  }
+  grads_ = tm.allocate(Tier::host, sizes_.grads, "host:grads");
+  grads_.zero();
+  if (nvme) {
+    const size_t slot = size_t(sizes_.swap / 3);
+    swap_ = tm.allocate(Tier::host, sizes_.swap, "host:nvme_swap", true);
     for (int s = 0; s < 3; ++s) {
       char* base = static_cast<char*>(swap_.data()) + size_t(s) * slot;
       slots_[s].master = reinterpret_cast<float*>(base);
@@ -53,11 +73,12 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
       slots_[s].v = slots_[s].m + chunk_elements;
       slots_[s].params = reinterpret_cast<char*>(slots_[s].v + chunk_elements);
     }
-    bounce_ = tm.allocate(Tier::host, size_t(chunk_elements) * 4, "host:nvme_bounce", true);
+    bounce_ = tm.allocate(Tier::host, sizes_.bounce, "host:nvme_bounce", true);
     return;
   }
-  for (int c = 0; c < copies; ++c) {
-    const std::string tag = copies > 1 ? (c ? ":b" : ":a") : "";
+  const size_t n = size_t(std::max<int64_t>(end - begin, 0));
+  for (int c = 0; c < sizes_.copies; ++c) {
+    const std::string tag = sizes_.copies > 1 ? (c ? ":b" : ":a") : "";
     master_[c] = tm.allocate(Tier::host, n * 4, "host:master" + tag);
     m_[c] = tm.allocate(Tier::host, n * 4, "host:adam_m" + tag);
     v_[c] = tm.allocate(Tier::host, n * 4, "host:adam_v" + tag);
@@ -65,8 +86,8 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     cpu::first_touch_zero(v_[c].as<float>(), int64_t(n), cfg_.kernel);
     cpu::first_touch_zero(master_[c].as<float>(), int64_t(n), cfg_.kernel);
   }
-  if (keep_compute_) {
-    compute_ = tm.allocate(Tier::host, n * esz, "host:params_compute");
+  if (sizes_.compute > 0) {
+    compute_ = tm.allocate(Tier::host, sizes_.compute, "host:params_compute");
     compute_.zero();
   }
 }
@@ -96,8 +117,8 @@ io::NvmeQueue& HostOptimizer::queue() {
 }
 
 uint64_t HostOptimizer::region(int kind, int copy) const {
-  const uint64_t per_copy = 3 * region_bytes_[0] + region_bytes_[1];
-  return uint64_t(copy) * per_copy + uint64_t(std::min(kind, 3)) * region_bytes_[0];
+  const uint64_t per_copy = 3 * sizes_.region[0] + sizes_.region[1];
+  return uint64_t(copy) * per_copy + uint64_t(std::min(kind, 3)) * sizes_.region[0];
 }
 
 // ---- the committed master and parameters, by range (start-up, export, fetches)

@@ -36,6 +36,23 @@ struct HostChunk {
   int64_t lo, hi;  // shard offsets
 };
 
+// What a HostOptimizer of `elements` shard offsets allocates in host RAM, and its swap
+// file's size: one function for the constructor and for EnginePlan (strata plan).
+struct HostOptimizerSizes {
+  int copies = 1;                 // of master, m, v: two when speculating, and always on NVMe
+  uint64_t grads = 0;             // accumulated gradients (compute dtype)
+  uint64_t states = 0;            // master, m, v in RAM, every copy
+  uint64_t compute = 0;           // the 16-bit parameters kept in RAM (stage-3 parameter offload)
+  uint64_t swap = 0, bounce = 0;  // NVMe: the ring of three chunk slots; the bounce buffer
+  uint64_t region[2] = {0, 0};    // NVMe: bytes of one f32 state region, of the parameters' region
+  uint64_t nvme_bytes = 0;        // the swap file
+  uint64_t host_bytes() const { return grads + states + compute + swap + bounce; }
+};
+// keep_compute: the 16-bit parameters live on the host too (only with a 16-bit compute
+// dtype); nvme_block: the swap file's block size (unused without nvme).
+HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
+                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block);
+
 class HostOptimizer {
  public:
   // groups: AdamW groups in shard offsets (the owned pieces, with weight decay), of which
@@ -113,7 +130,7 @@ class HostOptimizer {
   bool two_copies_ = false;
   // NVMe
   std::unique_ptr<io::NvmeFile> file_;
-  uint64_t region_bytes_[2] = {0, 0};  // f32 region, parameter region
+  HostOptimizerSizes sizes_;
   Buffer swap_, bounce_;
   Slot slots_[3];
   int next_slot_ = 0;

@@ -42,6 +42,7 @@ struct OwnedPiece {
 
 class PartitionLayout {
  public:
+  PartitionLayout() = default;  // empty: no parameters
   PartitionLayout(std::vector<ParamSpan> params, int world, int64_t sub_group_size, int64_t align = 16);
 
   int world() const { return world_; }
@@ -64,8 +65,8 @@ class PartitionLayout {
   std::vector<ParamSpan> params_;
   std::vector<SubGroup> groups_;
   std::vector<int64_t> shard_offsets_;
-  int world_;
-  int64_t align_;
+  int world_ = 1;
+  int64_t align_ = 16;
   int64_t model_elements_ = 0, padded_total_ = 0;
 };
 

@@ -43,41 +43,15 @@
 #include "tier/tier_manager.h"
 #include "zero/access_order.h"
 #include "zero/adamw.h"
-#include "zero/bucket_plan.h"
 #include "zero/defaults.h"
+#include "zero/engine_plan.h"
 #include "zero/host_optimizer.h"
+#include "zero/param_coordinator.h"
 #include "zero/partition.h"
 #include "zero/unit_arena.h"
+#include "zero/zero_options.h"
 
 namespace strata::zero {
-
-struct StagePolicy {
-  bool optimizer_states, gradients, parameters;  // what is partitioned
-  static StagePolicy for_stage(int stage);
-};
-
-struct ZeroOptions {
-  int stage = 0;
-  int64_t sub_group_size = kDefaultSubGroupSize;           // elements per partitioned sub-group
-  int64_t reduce_bucket_size = kDefaultBucketElements;     // elements (all ranks) per reduce-scatter / all-reduce
-  int64_t allgather_bucket_size = kDefaultBucketElements;  // elements (all ranks) per parameter all-gather (stages 1-2)
-  int prefetch_depth = 2;                                  // stage 3: units gathered ahead of use
-  int64_t param_persistence_threshold = kDefaultPersistenceThreshold;  // stage 3: smaller parameters stay whole
-  int64_t max_live_params = 0;  // stage 3: gathered elements at once (0: from the prefetch depth)
-  int hpz_partition_size = 1;   // stage 3: ranks per secondary partition (1: none)
-  bool overlap_comm = true;     // communication on its own stream
-  // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
-  // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
-  // shard in host RAM too (then the whole optimizer is offloaded).
-  bool offload_optimizer = false;  // --offload-optimizer cpu
-  double offload_ratio = 1.0;      // --offload-ratio
-  bool offload_param = false;      // --offload-param cpu (stage 3)
-  bool speculative_step = true;    // host Adam during backward, rolled back when needed
-  int host_threads = 1;            // CPU Adam threads on the host side
-  // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
-  bool nvme = false;
-  io::NvmeOptions nvme_options;
-};
 
 // What the trainer knows before a step's backward (for speculative offloaded updates).
 struct StepPlan {
@@ -131,7 +105,8 @@ class ZeroEngine final : public UnitHooks {
 
   int stage() const { return opts_.stage; }
   DType grad_dtype() const { return grad_dtype_; }
-  const PartitionLayout& layout() const { return *layout_; }
+  const PartitionLayout& layout() const { return plan_.layout; }
+  const EnginePlan& plan() const { return plan_; }
   const ZeroStats& stats() const { return stats_; }
 
   void begin_step(const StepPlan& plan = {});
@@ -210,27 +185,15 @@ class ZeroEngine final : public UnitHooks {
   void copy_update_to_device(int c, int s, Event& ev);
   void wait_host();
   int acquire_staging();
-  void flush_host();                                // the host's queued work done and its NVMe writes on the drive
-  void* device_compute_at(int64_t shard_offset);    // where a chunk's updated parameters go on the device
-  void gather_unit_work(int unit, int64_t offset);  // stage 3
-  template <typename T>
-  void gather_partitioned(int g, int64_t shard_off, const T* shard, T* padded_out, bool from_secondary);
-  void publish_persistent();  // stage 3
+  void flush_host();                              // the host's queued work done and its NVMe writes on the drive
+  void* device_compute_at(int64_t shard_offset);  // where a chunk's updated parameters go on the device
   // Main thread.
   void reduce_stage0();
   void reduce_stage1();
   void publish_params();  // stages 1-2
-  void release_unit(int unit);
-  bool gather_ahead(int unit, int pass, bool evict);
-  template <typename T>
-  void gather_group(const SubGroup& g, int64_t shard_off, const T* shard, T* padded_out);
-  void fetch_unit(int unit);  // stage 3 with --offload-param: host shard → device, then gather
   // Compute-dtype parameters of shard [lo, hi) from their home on the host (RAM or NVMe)
   // to device memory at dst, through the pinned staging buffers on the h2d stream.
   void fetch_to_device(int64_t lo, int64_t hi, void* dst);
-  const void* shard_source() const;  // stage 3 gathers from here
-  int64_t unit_shard_begin(int unit) const;
-  int64_t unit_shard_end(int unit) const;
   float* bucket_slot(int bucket);
   // Shard offsets [lo, hi) of state `kind`, read or written across the device and host parts.
   void shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bool write);
@@ -245,68 +208,41 @@ class ZeroEngine final : public UnitHooks {
   UnitModel* model_ = nullptr;
   ModelBuffers buf_;
   DType grad_dtype_ = DType::f32;
-  std::unique_ptr<PartitionLayout> layout_;
-  BucketPlan rs_plan_, ag_plan_;
+  EnginePlan plan_;  // every buffer's size and the layout of the work (attach)
   std::unique_ptr<AdamW> adam_;
-  std::vector<AdamW::Group> groups_;           // over the arrays AdamW sees
-  std::vector<std::vector<int>> unit_groups_;  // sub-groups of each unit, ascending
-  std::unique_ptr<Stream> stream_;             // communication (null: inline)
+  std::vector<AdamW::Group> groups_;  // over the arrays AdamW sees
+  std::unique_ptr<Stream> stream_;    // communication (null: inline)
   ZeroStats stats_;
   // The step's device scalars: [0] loss sum, [1] Σ g² of the device's gradients; read back
   // once per step into host_scalars_ (overflow is a non-finite sum).
   Buffer scalars_;
   double host_scalars_[2] = {};
-  // Reused, each recorded on one stream only: compute → cs(), cs() → d2h, h2d → cs(), and
-  // cs() → compute after the step's parameters are published.
-  std::unique_ptr<Event> compute_done_, reduced_, staged_, published_;
+  // Reused, each recorded on one stream only: compute → cs(), cs() → d2h, and cs() →
+  // compute after the step's parameters are published.
+  std::unique_ptr<Event> compute_done_, reduced_, published_;
 
   // Gradients: full (stages 0-1) and this rank's shard (1-3), both in grad_dtype_.
   Buffer grads_full_, shard_grads_;
-  Buffer shard_master_, shard_compute_;     // f32 master and compute-dtype shards (1-3)
-  Buffer persistent_;                       // stage 3: persistent sub-groups, whole, padded
-  std::vector<int64_t> persistent_offset_;  // per sub-group, into persistent_ (elements)
-  Buffer bucket_mem_, bucket_out_;          // one or two bucket slots; reduce-scatter output
-  int64_t slot_elems_ = 0;                  // f32 elements per bucket slot
-  int slot_bucket_[2] = {-1, -1};           // which bucket each slot holds
-  int num_slots_ = 1;
-  std::vector<int64_t> remaining_;  // per reduce bucket: elements still to be packed
-  std::vector<int> rounds_;         // per reduce bucket: reductions this step
-  Buffer grad_scratch_mem_;         // per-unit f32 gradient scratch (arena)
+  Buffer shard_master_, shard_compute_;  // f32 master and compute-dtype shards (1-3)
+  Buffer bucket_mem_, bucket_out_;       // one or two bucket slots; reduce-scatter output
+  int slot_bucket_[2] = {-1, -1};        // which bucket each slot holds
+  std::vector<int64_t> remaining_;       // per reduce bucket: elements still to be packed
+  std::vector<int> rounds_;              // per reduce bucket: reductions this step
+  Buffer grad_scratch_mem_;              // per-unit f32 gradient scratch (arena)
   UnitArena grad_arena_;
   std::vector<int> opens_;                         // per unit: open_grads calls this step
   std::vector<int64_t> grad_block_;                // per unit: its scratch block (bytes into grad_scratch_mem_)
   std::vector<std::unique_ptr<Event>> grad_done_;  // per unit: its scratch has been consumed
-  bool direct_grads_ = false;                      // stages 0-1 in f32: the model writes grads_full_ itself
 
-  // Stage 3 working parameters.
-  Buffer gathered_mem_;
-  UnitArena gather_arena_;
-  struct Resident {
-    int64_t offset = -1;   // in gathered_mem_ (bytes); -1: not gathered
-    int pass = -1;         // the pass it was gathered for
-    int64_t last_use = 0;  // order of last acquire (most-recently-used eviction)
-  };
-  std::vector<Resident> resident_;
-  std::vector<std::unique_ptr<Event>> gathered_;  // per unit: its gather has completed
-  AccessOrder access_;
-  int current_unit_ = -1, pending_release_ = -1;
-  int64_t use_clock_ = 0;
-  size_t slack_elems_ = 0;  // padding a gathered sub-group may write past its unit
-  // hpZ: the secondary partition, its group's communicator, and per unit whether it holds
-  // this step's parameters (read and written only by gather work, in stream order).
-  std::unique_ptr<Communicator> hpz_comm_;
-  Buffer secondary_;
-  std::vector<int64_t> secondary_offset_;  // per sub-group, into secondary_ (elements; -1: persistent)
-  std::vector<char> secondary_valid_;
+  // Stage 3: the working parameters (gathers, prefetch, release, persistence, hpZ).
+  std::unique_ptr<Communicator> hpz_comm_;  // hpZ: the group's communicator
+  std::unique_ptr<ParamCoordinator> params_;
   bool last_micro_ = true;
 
-  // Offload (S4): the host part [host_begin_, shard) of this rank's optimizer.
-  int64_t host_begin_ = 0;
+  // Offload (S4): the host part [plan_.host_begin, shard) of this rank's optimizer.
   std::unique_ptr<HostOptimizer> host_;
-  std::vector<HostChunk> chunks_;
-  std::vector<std::vector<int>> bucket_chunks_;   // per reduce bucket
   std::vector<double> chunk_sq_;                  // per chunk: Σ g² (summed in chunk order)
-  StepPlan plan_;                                 // what the speculative updates assume
+  StepPlan step_plan_;                            // what the speculative updates assume
   bool speculated_ = false;                       // this step's host chunks were updated speculatively
   std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
@@ -323,10 +259,6 @@ class ZeroEngine final : public UnitHooks {
   };
   std::vector<StageTask> stage_task_;
   int out_slot_ = 0;
-  UnitArena fetch_arena_;  // stage 3 --offload-param: the units' shard pieces on the device
-  Buffer fetch_mem_, persist_stage_;
-  std::vector<int64_t> fetch_off_;  // per unit: its block in fetch_mem_ (bytes)
-  std::vector<std::unique_ptr<Event>> fetched_;
 };
 
 }  // namespace strata::zero

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "zero/footprint.h"
 #include "zero/zero_engine.h"
 
 namespace strata::zero {
@@ -14,33 +13,32 @@ namespace strata::zero {
 // ---------------------------------------------------------------- gradients
 
 float* ZeroEngine::bucket_slot(int bucket) {
-  for (int s = 0; s < num_slots_; ++s)
-    if (slot_bucket_[s] == bucket) return bucket_mem_.as<float>() + s * slot_elems_;
-  for (int s = 0; s < num_slots_; ++s)
+  for (int s = 0; s < plan_.bucket_slots; ++s)
+    if (slot_bucket_[s] == bucket) return bucket_mem_.as<float>() + s * plan_.bucket_slot_elements;
+  for (int s = 0; s < plan_.bucket_slots; ++s)
     if (slot_bucket_[s] < 0) {
       slot_bucket_[s] = bucket;
-      return bucket_mem_.as<float>() + s * slot_elems_;
+      return bucket_mem_.as<float>() + s * plan_.bucket_slot_elements;
     }
   throw_error("gradient buckets completed out of order: a bucket was started while every slot held an incomplete one",
               "raise --reduce-bucket-size (the model's backward does not produce units in layout order)");
 }
 
 void ZeroEngine::begin_step(const StepPlan& plan) {
-  plan_ = plan;
+  step_plan_ = plan;
   speculated_ = false;
   last_micro_ = true;
   Stream& compute = be_.compute_stream();
   be_.fill_zero(scalars_.data(), scalars_.bytes(), compute);
-  if (direct_grads_) be_.fill_zero(grads_full_.data(), grads_full_.bytes(), compute);
+  if (plan_.direct_grads) be_.fill_zero(grads_full_.data(), grads_full_.bytes(), compute);
   std::fill(opens_.begin(), opens_.end(), 0);
   std::fill(rounds_.begin(), rounds_.end(), 0);
-  access_.begin_step();
-  current_unit_ = pending_release_ = -1;
+  if (params_) params_->begin_step();
 }
 
 void ZeroEngine::open_grads(int unit) {
   ++opens_[size_t(unit)];
-  if (direct_grads_) {  // f32, stages 0-1: accumulate straight into the full gradients
+  if (plan_.direct_grads) {  // f32, stages 0-1: accumulate straight into the full gradients
     model_->set_unit_grads(unit, grads_full_.as<float>() + model_->unit_begin(unit));
     return;
   }
@@ -61,7 +59,7 @@ void ZeroEngine::open_grads(int unit) {
 }
 
 void ZeroEngine::close_grads(int unit) {
-  if (direct_grads_) return;
+  if (plan_.direct_grads) return;
   const int64_t off = grad_block_[size_t(unit)];
   const bool first = opens_[size_t(unit)] == 1;
   after_compute();  // the unit's backward has written its scratch
@@ -85,14 +83,14 @@ void ZeroEngine::close_unit_work(int unit, int64_t scratch_offset, bool first) {
 }
 
 void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
-  const PartitionLayout& lay = *layout_;
+  const PartitionLayout& lay = plan_.layout;
   const float* scratch =
       reinterpret_cast<const float*>(static_cast<const char*>(grad_scratch_mem_.data()) + scratch_offset);
-  const auto& groups = unit_groups_[size_t(unit)];
+  const auto& groups = plan_.unit_groups[size_t(unit)];
   for (auto it = groups.rbegin(); it != groups.rend(); ++it) {  // descending shard offsets, like the buckets
     const SubGroup& g = lay.sub_groups()[size_t(*it)];
-    for (const BucketPlan::Ref& ref : rs_plan_.refs_of_group(*it)) {
-      const Bucket& b = rs_plan_.buckets()[size_t(ref.bucket)];
+    for (const BucketPlan::Ref& ref : plan_.reduce.refs_of_group(*it)) {
+      const Bucket& b = plan_.reduce.buckets()[size_t(ref.bucket)];
       const BucketPiece& piece = b.pieces[size_t(ref.piece)];
       pack_piece(be_, cs(), lay, b, piece, scratch + (g.flat_begin - model_->unit_begin(unit)), DType::f32,
                  bucket_slot(ref.bucket));
@@ -103,32 +101,32 @@ void ZeroEngine::reduce_unit_work(int unit, int64_t scratch_offset, bool last) {
 }
 
 void ZeroEngine::reduce_bucket(int k, bool last) {
-  const Bucket& b = rs_plan_.buckets()[size_t(k)];
+  const Bucket& b = plan_.reduce.buckets()[size_t(k)];
   float* in = bucket_slot(k);
   const float* out = in;
   const int o = out_slot_;
   if (distributed()) {
-    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width());
     if (host_) cs().wait(*out_done_[size_t(o)]);  // its last host copy has left
     comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
                           std::span<float>(dst, size_t(b.width())), cs());
     out = dst;
   } else if (host_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
-    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width());
+    float* dst = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width());
     cs().wait(*out_done_[size_t(o)]);
     be_.copy_async(dst, in, size_t(b.width()) * 4, cs());
     out = dst;
   }
   const bool first = rounds_[size_t(k)] == 0;
-  const int64_t dev_hi = std::min(b.hi, host_begin_);  // the device's part of the bucket
+  const int64_t dev_hi = std::min(b.hi, plan_.host_begin);  // the device's part of the bucket
   if (dev_hi > b.lo) {
     char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
     be_.convert(shard, grad_dtype_, out, DType::f32, dev_hi - b.lo, !first, cs());
   }
-  if (host_ && !bucket_chunks_[size_t(k)].empty()) {
+  if (host_ && !plan_.bucket_chunks[size_t(k)].empty()) {
     cs().record(*reduced_);  // the host's part leaves once the reduction is done
     tiers_->d2h().wait(*reduced_);
-    for (int c : bucket_chunks_[size_t(k)]) offload_chunk(c, o, first, last);
+    for (int c : plan_.bucket_chunks[size_t(k)]) offload_chunk(c, o, first, last);
     tiers_->d2h().record(*out_done_[size_t(o)]);
     out_slot_ = 1 - out_slot_;
   }
@@ -147,10 +145,10 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   tier::TierManager& tm = *tiers_;
   const int s = acquire_staging();
   Event& ev = *stage_ev_[size_t(s)];
-  const HostChunk& ch = chunks_[size_t(c)];
+  const HostChunk& ch = plan_.chunks[size_t(c)];
   // The reduced gradients to the staging buffer: a copy the backend orders on the d2h stream.
-  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(rs_plan_.max_width()) +
-                     (ch.lo - rs_plan_.buckets()[size_t(ch.bucket)].lo);
+  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width()) +
+                     (ch.lo - plan_.reduce.buckets()[size_t(ch.bucket)].lo);
   be_.copy_async(tm.staging().data(s), src, size_t(ch.hi - ch.lo) * 4, tm.d2h());
   tm.count(tier::Edge::d2h, size_t(ch.hi - ch.lo) * 4);
   tm.d2h().record(ev);
@@ -159,12 +157,12 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
   // std::function (no allocation in the step).
   StageTask& task = stage_task_[size_t(s)];
   task = {};
-  task.chunk = c, task.first = first, task.plan = plan_;
+  task.chunk = c, task.first = first, task.plan = step_plan_;
   tm.host_sum().wait(ev);
   tm.host_sum().launch_host([this, s] {
     const StageTask& t = stage_task_[size_t(s)];
     chunk_sq_[size_t(t.chunk)] =
-        host_->accumulate(chunks_[size_t(t.chunk)], static_cast<const float*>(tiers_->staging().data(s)), t.first);
+        host_->accumulate(plan_.chunks[size_t(t.chunk)], static_cast<const float*>(tiers_->staging().data(s)), t.first);
   });
   tm.host_sum().record(ev);
   const bool update = last && host_->speculative();
@@ -182,7 +180,7 @@ void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
 // read: a backend copy on the h2d stream, after the update (ev), then ev re-recorded.
 void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
   tier::TierManager& tm = *tiers_;
-  const HostChunk& h = chunks_[size_t(c)];
+  const HostChunk& h = plan_.chunks[size_t(c)];
   const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
   tm.h2d().wait(ev);
   be_.copy_async(device_compute_at(h.lo), tm.staging().data(s), bytes, tm.h2d());
@@ -198,10 +196,10 @@ void ZeroEngine::host_update_work(int s) {
   const size_t c = size_t(task.chunk);
   void* staging = device_compute_at(0) ? tiers_->staging().data(s) : nullptr;
   if (task.restore)
-    host_->restore(chunks_[c], staging);
+    host_->restore(plan_.chunks[c], staging);
   else
-    host_->update(chunks_[c], c + 1 < chunks_.size() ? &chunks_[c + 1] : nullptr, task.plan.lr, task.plan.grad_scale,
-                  task.plan.t, staging);
+    host_->update(plan_.chunks[c], c + 1 < plan_.chunks.size() ? &plan_.chunks[c + 1] : nullptr, task.plan.lr,
+                  task.plan.grad_scale, task.plan.t, staging);
 }
 
 // The host part of the step once the norm is known: an update (not speculated, or redone
@@ -221,7 +219,7 @@ void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t,
 
 void ZeroEngine::reduce_stage0() {
   if (!distributed()) return;
-  const int64_t n = layout_->model_elements();
+  const int64_t n = plan_.layout.model_elements();
   if (!low_precision()) {
     const int64_t chunk = std::max<int64_t>(1, opts_.reduce_bucket_size);
     for (int64_t i = 0; i < n; i += chunk)
@@ -232,8 +230,8 @@ void ZeroEngine::reduce_stage0() {
   float* staging = bucket_mem_.as<float>();
   char* g = static_cast<char*>(grads_full_.data());
   const size_t gsz = dtype_size(grad_dtype_);
-  for (int64_t i = 0; i < n; i += slot_elems_) {
-    const int64_t len = std::min(slot_elems_, n - i);
+  for (int64_t i = 0; i < n; i += plan_.bucket_slot_elements) {
+    const int64_t len = std::min(plan_.bucket_slot_elements, n - i);
     be_.convert(staging, DType::f32, g + size_t(i) * gsz, grad_dtype_, len, false, cs());
     comm_->all_reduce(std::span<float>(staging, size_t(len)), ReduceOp::sum, cs());
     be_.convert(g + size_t(i) * gsz, grad_dtype_, staging, DType::f32, len, false, cs());
@@ -242,10 +240,10 @@ void ZeroEngine::reduce_stage0() {
 
 void ZeroEngine::reduce_stage1() {
   // The full gradients are complete: pack each bucket from them and reduce-scatter it.
-  const PartitionLayout& lay = *layout_;
+  const PartitionLayout& lay = plan_.layout;
   const size_t gsz = dtype_size(grad_dtype_);
-  for (size_t k = 0; k < rs_plan_.buckets().size(); ++k) {
-    const Bucket& b = rs_plan_.buckets()[k];
+  for (size_t k = 0; k < plan_.reduce.buckets().size(); ++k) {
+    const Bucket& b = plan_.reduce.buckets()[k];
     float* slot = bucket_slot(int(k));
     for (const BucketPiece& piece : b.pieces)
       pack_piece(
@@ -262,7 +260,7 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
   if (policy_.optimizer_states && !policy_.gradients) reduce_stage1();
   drain();  // every bucket reduced, every 16-bit close accumulated
   for (size_t k = 0; k < remaining_.size(); ++k)
-    STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || rs_plan_.buckets()[k].width() == 0,
+    STRATA_CHECK(!policy_.gradients || rounds_[k] > 0 || plan_.reduce.buckets()[k].width() == 0,
                  "gradient bucket " + std::to_string(k) + " was never reduced this step",
                  "the model did not close every unit's gradients; this is a bug in the model's hooks");
   // The device's square sum into its scalar, on the compute stream (cs() is drained).
@@ -270,11 +268,11 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
   double* sq_dev = scalars_.as<double>() + 1;
   if (!policy_.optimizer_states) {
     // Every rank holds the same reduced gradients: each sums the squares of its 1/N.
-    const int64_t n = layout_->model_elements(), lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
+    const int64_t n = plan_.layout.model_elements(), lo = n * rank_ / world_, hi = n * (rank_ + 1) / world_;
     be_.sum_squares(sq_dev, static_cast<char*>(grads_full_.data()) + size_t(lo) * dtype_size(grad_dtype_), grad_dtype_,
                     hi - lo, false, compute);
   } else {
-    be_.sum_squares(sq_dev, shard_grads_.data(), grad_dtype_, host_begin_, false, compute);
+    be_.sum_squares(sq_dev, shard_grads_.data(), grad_dtype_, plan_.host_begin, false, compute);
   }
   // The step's one read-back: loss and square sum.
   be_.copy_async(host_scalars_, scalars_.data(), 2 * sizeof(double), compute);

@@ -5,12 +5,13 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "zero/footprint.h"
 #include "zero/zero_engine.h"
 
 namespace strata::zero {
 
-size_t ZeroEngine::param_bytes() const { return policy_.parameters ? shard_compute_.bytes() + persistent_.bytes() : 0; }
+size_t ZeroEngine::param_bytes() const {
+  return policy_.parameters ? shard_compute_.bytes() + params_->persistent_bytes() : 0;
+}
 
 size_t ZeroEngine::grad_bytes() const { return policy_.gradients ? shard_grads_.bytes() : grads_full_.bytes(); }
 
@@ -19,8 +20,8 @@ size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() +
 size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
 
 size_t ZeroEngine::comm_buffer_bytes() const {
-  return bucket_mem_.bytes() + bucket_out_.bytes() + grad_scratch_mem_.bytes() + gathered_mem_.bytes() +
-         fetch_mem_.bytes() + persist_stage_.bytes() + (policy_.gradients ? 0 : shard_grads_.bytes()) +
+  return bucket_mem_.bytes() + bucket_out_.bytes() + grad_scratch_mem_.bytes() +
+         (params_ ? params_->buffer_bytes() : 0) + (policy_.gradients ? 0 : shard_grads_.bytes()) +
          (policy_.parameters ? 0 : shard_compute_.bytes());
 }
 
@@ -28,7 +29,7 @@ std::vector<ZeroEngine::StatePiece> ZeroEngine::state_pieces(int64_t max_count) 
   std::vector<StatePiece> out;
   std::vector<OwnedPiece> owned;
   if (policy_.optimizer_states) {
-    owned = layout_->owned_pieces(rank_);
+    owned = plan_.layout.owned_pieces(rank_);
   } else if (rank_ == 0) {  // every rank holds everything: one copy is enough
     for (size_t i = 0; i < buf_.params.size(); ++i)
       owned.push_back({int(i), buf_.params[i].offset, buf_.params[i].count, buf_.params[i].offset});
@@ -42,7 +43,7 @@ std::vector<ZeroEngine::StatePiece> ZeroEngine::state_pieces(int64_t max_count) 
 
 void ZeroEngine::shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bool write) {
   // Stage 0 keeps the master in the model and m, v in AdamW, both by flat offset.
-  const int64_t split = policy_.optimizer_states ? std::clamp(host_begin_, lo, hi) : hi;
+  const int64_t split = policy_.optimizer_states ? std::clamp(plan_.host_begin, lo, hi) : hi;
   if (split > lo) {
     float* dev = kind == 0   ? (policy_.optimizer_states ? shard_master_.as<float>() : buf_.master)
                  : kind == 1 ? adam_->m()

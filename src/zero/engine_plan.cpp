@@ -1,0 +1,207 @@
+#include "zero/engine_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+
+namespace strata::zero {
+
+namespace {
+uint64_t round64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+}  // namespace
+
+StagePolicy StagePolicy::for_stage(int stage) {
+  STRATA_CHECK(stage >= 0 && stage <= 3, "--zero-stage " + std::to_string(stage), "stages are 0, 1, 2 and 3");
+  return {stage >= 1, stage >= 2, stage >= 3};
+}
+
+void check_zero_options(const ZeroOptions& o, int world) {
+  const StagePolicy policy = StagePolicy::for_stage(o.stage);
+  STRATA_CHECK(o.reduce_bucket_size > 0, "--reduce-bucket-size " + std::to_string(o.reduce_bucket_size),
+               "must be a positive number of elements");
+  STRATA_CHECK(o.allgather_bucket_size > 0, "--allgather-bucket-size " + std::to_string(o.allgather_bucket_size),
+               "must be a positive number of elements");
+  STRATA_CHECK(o.prefetch_depth >= 0, "--prefetch-depth " + std::to_string(o.prefetch_depth),
+               "must be 0 or more units");
+  STRATA_CHECK(o.param_persistence_threshold >= 0,
+               "--param-persistence-threshold " + std::to_string(o.param_persistence_threshold),
+               "must be 0 or more elements");
+  STRATA_CHECK(o.max_live_params >= 0, "--max-live-params " + std::to_string(o.max_live_params),
+               "must be 0 (automatic) or a number of elements");
+  STRATA_CHECK(!o.offload_optimizer || policy.optimizer_states,
+               "--offload-optimizer cpu with --zero-stage " + std::to_string(o.stage),
+               "offloading the optimizer needs its states partitioned: use --zero-stage 1, 2 or 3");
+  STRATA_CHECK(!o.offload_param || policy.parameters,
+               "--offload-param cpu with --zero-stage " + std::to_string(o.stage),
+               "parameters are offloaded where they are partitioned: use --zero-stage 3");
+  STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
+               "--offload-param cpu without the whole optimizer on the host",
+               "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
+  STRATA_CHECK(o.offload_ratio >= 0 && o.offload_ratio <= 1, "--offload-ratio " + std::to_string(o.offload_ratio),
+               "give a fraction between 0 and 1");
+  const int K = o.hpz_partition_size;
+  STRATA_CHECK(K >= 1 && world % K == 0,
+               "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world) + " ranks",
+               "give a number of ranks that divides the world size (usually the ranks per node), or 1 for none");
+  STRATA_CHECK(K == 1 || policy.parameters,
+               "--hpz-partition-size " + std::to_string(K) + " at stage " + std::to_string(o.stage),
+               "the secondary partition is of stage-3 parameters: use --zero-stage 3");
+  STRATA_CHECK(K == 1 || !o.offload_param, "--hpz-partition-size with --offload-param",
+               "the secondary partition lives on the device beside gathered parameters; drop one of the two");
+}
+
+uint64_t EngineDeviceBuffers::total() const {
+  return scalars + adam_moments + grads_full + grad_shard + master_shard + compute_shard + bucket_out + buckets +
+         grad_scratch + persistent + gathered + secondary + fetched + persistent_staging;
+}
+
+int64_t EnginePlan::unit_shard_begin(int unit) const {
+  const auto& gs = unit_groups[size_t(unit)];
+  return gs.empty() ? 0 : layout.shard_offset(gs.front());
+}
+
+int64_t EnginePlan::unit_shard_end(int unit) const {
+  const auto& gs = unit_groups[size_t(unit)];
+  return gs.empty() ? 0 : layout.shard_offset(gs.back()) + layout.sub_groups()[size_t(gs.back())].shard;
+}
+
+EnginePlan plan_engine(const EnginePlanInput& in) {
+  const ZeroOptions& o = in.options;
+  check_zero_options(o, in.world);
+  EnginePlan p;
+  p.policy = StagePolicy::for_stage(o.stage);
+  p.world = in.world;
+  p.compute = in.compute;
+  p.unit_sizes = in.unit_sizes;
+  const StagePolicy& pol = p.policy;
+  const bool mixed = in.compute != DType::f32, distributed = in.world > 1;
+  const uint64_t esz = dtype_size(in.compute);  // also the gradients' element size
+  // Persistence only matters where parameters are partitioned; elsewhere it would only cut
+  // sub-groups smaller. NVMe needs every chunk block-aligned in the swap file: sub-groups
+  // padded to 2048 elements per rank (8 KiB of f32, 4 KiB of 16-bit) instead of 16.
+  std::vector<ParamSpan> params = in.params;
+  for (ParamSpan& q : params) q.persistent = pol.parameters && q.count < o.param_persistence_threshold;
+  p.layout = PartitionLayout(std::move(params), in.world, o.sub_group_size, o.nvme ? 2048 : 16);
+  const PartitionLayout& lay = p.layout;
+  const int units = int(in.unit_sizes.size());
+  p.unit_groups.assign(size_t(units), {});
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+    p.unit_groups[size_t(lay.sub_groups()[g].unit)].push_back(int(g));
+  for (int64_t s : in.unit_sizes) p.max_unit = std::max(p.max_unit, s);
+  const uint64_t n = uint64_t(lay.model_elements()), shard = uint64_t(lay.shard_elements());
+  p.hpz = o.hpz_partition_size > 1 && distributed;
+  EngineDeviceBuffers& d = p.device;
+
+  // Offload: the top offload_ratio of the shard is the host's, the rest the device's (the
+  // lowest shard offsets are reduced last in backward: updating them on the device right
+  // after backward keeps them off the host's critical path).
+  p.host_begin = int64_t(shard);
+  if (o.offload_optimizer) {
+    p.host_begin = std::clamp<int64_t>(
+        int64_t(std::llround((1.0 - o.offload_ratio) * double(shard))) / lay.align() * lay.align(), 0, int64_t(shard));
+    if (o.offload_ratio == 1.0) p.host_begin = 0;
+  }
+  d.adam_moments = 2 * 4 * uint64_t(p.device_adam_elements());
+  // Host chunks fit a staging buffer of f32 gradients, on the layout's alignment (NVMe needs it).
+  p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
+  if (o.offload_optimizer)
+    p.host = host_optimizer_sizes(int64_t(shard) - p.host_begin, in.compute, o.offload_param, o.speculative_step,
+                                  o.nvme, p.chunk_elements, in.nvme_block);
+
+  // Gradients: full (stages 0-1; f32 runs without partitioning write them in place), and
+  // the device's part of the shard with its master. In f32 runs the master doubles as the
+  // compute shard, so it spans the whole shard unless parameters live on the host; the
+  // 16-bit compute shard likewise.
+  if (!pol.gradients) d.grads_full = n * esz;
+  p.direct_grads = !pol.gradients && !mixed;
+  if (pol.optimizer_states) {
+    const uint64_t dev = uint64_t(p.host_begin);
+    d.grad_shard = dev * esz;
+    d.master_shard = (mixed || o.offload_param ? dev : shard) * 4;
+    if (mixed && !o.offload_param) d.compute_shard = shard * esz;
+  }
+
+  // Buckets: the reduce plan (all stages but 0, whose all-reduce is chunked by the same
+  // size) and the all-gather plan (stages 1-2). A second slot only matters when one bucket
+  // can be waiting for pieces while another fills: never with a single bucket.
+  p.reduce = BucketPlan(lay, o.reduce_bucket_size);
+  p.gather = BucketPlan(lay, o.allgather_bucket_size);
+  const int64_t N = in.world;
+  if (!pol.optimizer_states) {
+    if (distributed && mixed) p.bucket_slot_elements = std::min<int64_t>(int64_t(n), o.reduce_bucket_size);
+  } else {
+    p.bucket_slot_elements = N * p.reduce.max_width();
+    if (!pol.parameters)
+      p.bucket_slot_elements =
+          std::max<int64_t>(p.bucket_slot_elements, (N * p.gather.max_width() * int64_t(esz) + 3) / 4);
+    // Two output slots when offloading, so a bucket's reduction can start while the last
+    // one's output is still being copied to the host.
+    d.bucket_out = uint64_t(p.reduce.max_width()) * 4 * (o.offload_optimizer ? 2 : 1);
+  }
+  p.bucket_slots = pol.optimizer_states && p.reduce.buckets().size() > 1 ? 2 : 1;
+  d.buckets = uint64_t(p.bucket_slots) * uint64_t(p.bucket_slot_elements) * 4;
+  if (o.offload_optimizer) {
+    p.bucket_chunks.assign(p.reduce.buckets().size(), {});
+    for (size_t k = 0; k < p.reduce.buckets().size(); ++k) {
+      const Bucket& b = p.reduce.buckets()[k];
+      for (int64_t a = std::max(b.lo, p.host_begin); a < b.hi; a += p.chunk_elements) {
+        p.bucket_chunks[k].push_back(int(p.chunks.size()));
+        p.chunks.push_back({int(k), a, std::min(b.hi, a + p.chunk_elements)});
+      }
+    }
+  }
+
+  // Per-unit gradient scratch (f32) for whatever the model cannot write in place: the
+  // embeddings (open through the whole backward) plus two more units in flight.
+  std::vector<int64_t> sizes = in.unit_sizes;
+  std::sort(sizes.rbegin(), sizes.rend());
+  if (!p.direct_grads)
+    for (size_t i = 0; i < std::min<size_t>(3, sizes.size()); ++i) d.grad_scratch += round64(uint64_t(sizes[i]) * 4);
+
+  if (!pol.parameters) return p;
+  // Stage 3: the persistent sub-groups (whole), the gather arena (the prefetched units, or
+  // --max-live-params), hpZ's secondary partition and --offload-param's fetched shards.
+  p.persistent_offset.assign(lay.sub_groups().size(), -1);
+  int64_t persist = 0, persist_shard = 0;
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+    if (lay.sub_groups()[g].persistent)
+      p.persistent_offset[g] = persist, persist += lay.sub_groups()[g].padded,
+      persist_shard += lay.sub_groups()[g].shard;
+  d.persistent = uint64_t(persist) * esz;
+  p.slack_elements = N * lay.align();
+  const uint64_t slack = uint64_t(p.slack_elements);
+  if (o.max_live_params > 0) {
+    d.gathered = uint64_t(o.max_live_params) * esz;
+  } else {
+    for (size_t i = 0; i < std::min<size_t>(size_t(o.prefetch_depth) + 2, sizes.size()); ++i)
+      d.gathered += round64((uint64_t(sizes[i]) + slack) * esz);
+  }
+  const uint64_t need = round64((uint64_t(p.max_unit) + slack) * esz);
+  STRATA_CHECK(d.gathered >= need,
+               "--max-live-params " + std::to_string(o.max_live_params) + " cannot hold the largest unit (" +
+                   std::to_string(p.max_unit) + " parameters plus " + std::to_string(slack) + " of padding)",
+               "raise --max-live-params to at least " + std::to_string(uint64_t(p.max_unit) + slack) +
+                   ", or 0 to size it from --prefetch-depth");
+  if (p.hpz) {  // 1/K of each partitioned sub-group
+    p.secondary_offset.assign(lay.sub_groups().size(), -1);
+    int64_t secondary = 0;
+    for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+      if (!lay.sub_groups()[g].persistent)
+        p.secondary_offset[g] = secondary, secondary += lay.sub_groups()[g].padded / o.hpz_partition_size;
+    d.secondary = uint64_t(secondary) * esz;
+  }
+  if (o.offload_param) {  // each gathered unit's shard pieces come host→device first
+    int64_t max_shard = 0;
+    for (const auto& gs : p.unit_groups)
+      if (!gs.empty())
+        max_shard = std::max(max_shard, lay.shard_offset(gs.back()) + lay.sub_groups()[size_t(gs.back())].shard -
+                                            lay.shard_offset(gs.front()));
+    d.fetched = (uint64_t(o.prefetch_depth) + 2) * round64(uint64_t(max_shard) * esz);
+    d.persistent_staging = uint64_t(persist_shard) * esz;
+  }
+  return p;
+}
+
+}  // namespace strata::zero

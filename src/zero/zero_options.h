@@ -1,0 +1,43 @@
+// What the ZeRO engine is asked to do: the stage, its buckets and stage-3 knobs, and the
+// tiers its optimizer and parameters live in. Checked once, by check_zero_options, for the
+// engine and for strata plan alike.
+#pragma once
+#include <cstdint>
+
+#include "io/nvme_store.h"
+#include "zero/defaults.h"
+
+namespace strata::zero {
+
+struct StagePolicy {
+  bool optimizer_states, gradients, parameters;  // what is partitioned
+  static StagePolicy for_stage(int stage);
+};
+
+struct ZeroOptions {
+  int stage = 0;
+  int64_t sub_group_size = kDefaultSubGroupSize;           // elements per partitioned sub-group
+  int64_t reduce_bucket_size = kDefaultBucketElements;     // elements (all ranks) per reduce-scatter / all-reduce
+  int64_t allgather_bucket_size = kDefaultBucketElements;  // elements (all ranks) per parameter all-gather (stages 1-2)
+  int prefetch_depth = 2;                                  // stage 3: units gathered ahead of use
+  int64_t param_persistence_threshold = kDefaultPersistenceThreshold;  // stage 3: smaller parameters stay whole
+  int64_t max_live_params = 0;  // stage 3: gathered elements at once (0: from the prefetch depth)
+  int hpz_partition_size = 1;   // stage 3: ranks per secondary partition (1: none)
+  bool overlap_comm = true;     // communication on its own stream
+  // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
+  // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
+  // shard in host RAM too (then the whole optimizer is offloaded).
+  bool offload_optimizer = false;  // --offload-optimizer cpu
+  double offload_ratio = 1.0;      // --offload-ratio
+  bool offload_param = false;      // --offload-param cpu (stage 3)
+  bool speculative_step = true;    // host Adam during backward, rolled back when needed
+  int host_threads = 1;            // CPU Adam threads on the host side
+  // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
+  bool nvme = false;
+  io::NvmeOptions nvme_options;
+};
+
+// Throws, naming the option and what to do, when the options cannot run on `world` ranks.
+void check_zero_options(const ZeroOptions& options, int world);
+
+}  // namespace strata::zero
