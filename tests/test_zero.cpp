@@ -29,6 +29,7 @@
 
 #include "comm/mpi_comm.h"
 #include "cpu/cpu_backend.h"
+#include "engine_harness.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"
 #include "model/model_factory.h"
@@ -480,29 +481,9 @@ TEST(ZeroEquivalence, ParameterCountIsNotDivisibleByThree) {
 
 // ---- overlap: a reduce-scatter that can only finish once backward has moved on ----
 
-// A model of `units` units driven by hand: each unit's gradient is a known integer pattern.
-class FakeModel final : public UnitModel {
- public:
-  explicit FakeModel(std::vector<int64_t> sizes) : sizes_(std::move(sizes)) {
-    begin_.push_back(0);
-    for (int64_t s : sizes_) begin_.push_back(begin_.back() + s);
-    grads_.assign(sizes_.size(), nullptr);
-  }
-  int num_units() const override { return int(sizes_.size()); }
-  int64_t unit_begin(int u) const override { return begin_[size_t(u)]; }
-  int64_t unit_count(int u) const override { return sizes_[size_t(u)]; }
-  void set_unit_params(int, void*) override {}
-  void set_unit_grads(int u, float* base) override { grads_[size_t(u)] = base; }
-  void init_unit(int u, uint64_t, float* dst) const override {
-    for (int64_t i = 0; i < sizes_[size_t(u)]; ++i) dst[i] = 0.01f * float(i % 7);
-  }
-  float* grads(int u) const { return grads_[size_t(u)]; }
-  static float grad_value(int rank, int64_t i) { return float(int64_t((i * 5 + rank * 3) % 9) - 4); }
-
- private:
-  std::vector<int64_t> sizes_, begin_;
-  std::vector<float*> grads_;
-};
+// A model of four units driven by hand (engine_harness.h): each unit's gradient is a known
+// integer pattern.
+using test::FakeModel;
 
 TEST(ZeroOverlap, ReduceScatterRunsWhileBackwardContinues) {
   const int N = world->size();

@@ -179,11 +179,11 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
       d.gathered += round64((uint64_t(sizes[i]) + slack) * esz);
   }
   const uint64_t need = round64((uint64_t(p.max_unit) + slack) * esz);
-  STRATA_CHECK(d.gathered >= need,
-               "--max-live-params " + std::to_string(o.max_live_params) + " cannot hold the largest unit (" +
-                   std::to_string(p.max_unit) + " parameters plus " + std::to_string(slack) + " of padding)",
-               "raise --max-live-params to at least " + std::to_string(uint64_t(p.max_unit) + slack) +
-                   ", or 0 to size it from --prefetch-depth");
+  STRATA_CHECK(
+      d.gathered >= need,
+      "--max-live-params " + std::to_string(o.max_live_params) + " cannot hold the largest unit (" +
+          std::to_string(p.max_unit) + " parameters plus " + std::to_string(slack) + " of padding)",
+      "raise --max-live-params to at least " + std::to_string(need / esz) + ", or 0 to size it from --prefetch-depth");
   if (p.hpz) {  // 1/K of each partitioned sub-group
     p.secondary_offset.assign(lay.sub_groups().size(), -1);
     int64_t secondary = 0;

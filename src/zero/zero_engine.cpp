@@ -29,7 +29,6 @@ ZeroEngine::ZeroEngine(Backend& backend, Communicator* comm, ZeroOptions options
   const int K = opts_.hpz_partition_size;
   if (opts_.overlap_comm) stream_ = be_.make_stream("zero:comm");
   compute_done_ = be_.make_event();
-  reduced_ = be_.make_event();
   published_ = be_.make_event();
   if (comm_) comm_->bind(be_);  // the engine's collectives run on its buffers, on streams
   // Groups of K consecutive ranks: with ranks placed node by node, a group is (part of) a node.
@@ -59,15 +58,6 @@ void ZeroEngine::after_compute() {
   stream_->wait(*compute_done_);
 }
 
-// The engine's host thread takes a staging buffer for a chunk or a fetch; the wait (every
-// buffer still in the pipeline) counts as blocked time.
-int ZeroEngine::acquire_staging() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int s = tiers_->staging().acquire();
-  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return s;
-}
-
 void ZeroEngine::drain() {
   if (!stream_) return;
   const auto t0 = std::chrono::steady_clock::now();
@@ -77,24 +67,7 @@ void ZeroEngine::drain() {
 
 // Waits, on the compute thread, for the host side's queued work (copies, CPU Adam).
 void ZeroEngine::wait_host() {
-  if (!tiers_) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (Stream* st : tiers_->streams()) st->synchronize();
-  stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-void ZeroEngine::flush_host() {
-  if (!host_) return;
-  tiers_->host().launch_host([this] { host_->flush(); });
-  wait_host();
-}
-
-void* ZeroEngine::device_compute_at(int64_t off) {
-  // Where an updated host chunk goes on the device: the compute shard (16-bit runs), or the
-  // f32 master mirror that stages 1-3 gather from in f32 runs; nothing with --offload-param.
-  if (opts_.offload_param) return nullptr;
-  if (low_precision()) return static_cast<char*>(shard_compute_.data()) + size_t(off) * dtype_size(buf_.compute_dtype);
-  return shard_master_.as<float>() + off;
+  if (offload_) offload_->wait();
 }
 
 void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, const FlatSource* init) {
@@ -163,10 +136,13 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   rounds_.assign(plan_.reduce.buckets().size(), 0);
   for (size_t k = 0; k < remaining_.size(); ++k) remaining_[k] = world_ * plan_.reduce.buckets()[k].width();
   if (host_) {
-    chunk_sq_.assign(plan_.chunks.size(), 0.0);
-    for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
-    for (int i = 0; i < tiers_->staging().count(); ++i) stage_ev_.push_back(be_.make_event());
-    stage_task_.assign(size_t(tiers_->staging().count()), {});
+    // Updated host chunks go to the device's copy of the parameters: the compute shard
+    // (16-bit runs), or the f32 master mirror that stages 1-3 gather from in f32 runs;
+    // nowhere with --offload-param.
+    void* device_params = opts_.offload_param ? nullptr
+                          : low_precision()   ? shard_compute_.data()
+                                              : static_cast<void*>(shard_master_.data());
+    offload_ = std::make_unique<OffloadPipeline>(be_, *tiers_, plan_, *host_, device_params, stats_);
   }
   opens_.assign(size_t(units), 0);
   grad_block_.assign(size_t(units), -1);
@@ -180,7 +156,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     params_ = std::make_unique<ParamCoordinator>(be_, plan_, opts_, distributed() ? comm_ : nullptr, hpz_comm_.get(),
                                                  cs(), stream_ != nullptr, stats_);
     ParamCoordinator::Fetch fetch;
-    if (opts_.offload_param) fetch = [this](int64_t lo, int64_t hi, void* dst) { fetch_to_device(lo, hi, dst); };
+    if (opts_.offload_param)
+      fetch = [this](int64_t lo, int64_t hi, void* dst) { offload_->fetch_to_device(lo, hi, dst); };
     params_->attach(model, low_precision() ? shard_compute_.data() : shard_master_.data(), std::move(fetch),
                     tiers_ ? &tiers_->h2d() : nullptr);
   }

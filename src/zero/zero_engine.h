@@ -46,19 +46,14 @@
 #include "zero/defaults.h"
 #include "zero/engine_plan.h"
 #include "zero/host_optimizer.h"
+#include "zero/offload_pipeline.h"
 #include "zero/param_coordinator.h"
 #include "zero/partition.h"
 #include "zero/unit_arena.h"
 #include "zero/zero_options.h"
+#include "zero/zero_stats.h"
 
 namespace strata::zero {
-
-// What the trainer knows before a step's backward (for speculative offloaded updates).
-struct StepPlan {
-  float lr = 0;
-  float grad_scale = 1;  // 1 / loss scale; clipping changes it later
-  int64_t t = 1;         // the update this step would apply, from 1
-};
 
 struct ModelBuffers {
   float* master = nullptr;  // full f32 parameters, when the model owns them
@@ -74,14 +69,6 @@ struct ReducedStep {
   double grad_norm = 0;   // global L2 norm of the (still loss-scaled) gradients
   bool overflow = false;  // some gradient on some rank was non-finite
   bool stop = false;      // some rank asked to stop after this step (a signal)
-};
-
-struct ZeroStats {
-  int64_t gathers_on_demand = 0, gathers_prefetched = 0;  // stage-3 unit gathers
-  int64_t buckets_reduced = 0;
-  size_t live_param_high_water = 0;  // bytes of gathered parameters at once (stage 3)
-  int64_t speculative_commits = 0, speculative_redos = 0, speculative_discards = 0;
-  double blocked_s = 0;  // the compute thread's time waiting on other engines
 };
 
 class ZeroEngine final : public UnitHooks {
@@ -179,21 +166,11 @@ class ZeroEngine final : public UnitHooks {
   void close_unit_work(int unit, int64_t scratch_offset, bool first);  // stages 0-1, 16-bit
   void reduce_unit_work(int unit, int64_t scratch_offset, bool last);  // stages 2-3
   void reduce_bucket(int bucket, bool last_micro);
-  void offload_chunk(int chunk, int out_slot, bool first, bool last);  // d2h → host sum → Adam → h2d
-  void host_update_chunk(int chunk, float lr, float grad_scale, int64_t t, bool restore);
-  void host_update_work(int staging);  // on the host stream: that buffer's task
-  void copy_update_to_device(int c, int s, Event& ev);
   void wait_host();
-  int acquire_staging();
-  void flush_host();                              // the host's queued work done and its NVMe writes on the drive
-  void* device_compute_at(int64_t shard_offset);  // where a chunk's updated parameters go on the device
   // Main thread.
   void reduce_stage0();
   void reduce_stage1();
   void publish_params();  // stages 1-2
-  // Compute-dtype parameters of shard [lo, hi) from their home on the host (RAM or NVMe)
-  // to device memory at dst, through the pinned staging buffers on the h2d stream.
-  void fetch_to_device(int64_t lo, int64_t hi, void* dst);
   float* bucket_slot(int bucket);
   // Shard offsets [lo, hi) of state `kind`, read or written across the device and host parts.
   void shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bool write);
@@ -219,7 +196,7 @@ class ZeroEngine final : public UnitHooks {
   double host_scalars_[2] = {};
   // Reused, each recorded on one stream only: compute → cs(), cs() → d2h, and cs() →
   // compute after the step's parameters are published.
-  std::unique_ptr<Event> compute_done_, reduced_, published_;
+  std::unique_ptr<Event> compute_done_, published_;
 
   // Gradients: full (stages 0-1) and this rank's shard (1-3), both in grad_dtype_.
   Buffer grads_full_, shard_grads_;
@@ -239,26 +216,10 @@ class ZeroEngine final : public UnitHooks {
   std::unique_ptr<ParamCoordinator> params_;
   bool last_micro_ = true;
 
-  // Offload (S4): the host part [plan_.host_begin, shard) of this rank's optimizer.
+  // Offload (S4): the host part [plan_.host_begin, shard) of this rank's optimizer, and the
+  // pipeline that moves its chunks and runs its updates.
   std::unique_ptr<HostOptimizer> host_;
-  std::vector<double> chunk_sq_;                  // per chunk: Σ g² (summed in chunk order)
-  StepPlan step_plan_;                            // what the speculative updates assume
-  bool speculated_ = false;                       // this step's host chunks were updated speculatively
-  std::vector<std::unique_ptr<Event>> out_done_;  // per bucket-output slot: its d2h copy is done
-  std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
-  // What the host work on staging buffer s does: written by the engine's thread when it
-  // takes the buffer, read by that work; the record is the task's until the buffer's
-  // release event, so it carries the step's values for its own chunk (later chunks and
-  // steps are queued with other values meanwhile).
-  struct StageTask {
-    int chunk = 0;           // offload: the chunk
-    int64_t lo = 0, hi = 0;  // fetch: the shard range read into the buffer
-    bool first = false;      // accumulate: the step's first micro-batch overwrites
-    bool restore = false;    // update: restore the committed copy-out instead (overflow)
-    StepPlan plan;           // update: lr, grad scale, t
-  };
-  std::vector<StageTask> stage_task_;
-  int out_slot_ = 0;
+  std::unique_ptr<OffloadPipeline> offload_;
 };
 
 }  // namespace strata::zero

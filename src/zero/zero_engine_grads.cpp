@@ -1,5 +1,5 @@
-// ZeroEngine, part 2 of 4: gradients — hooks, buckets, reduction, and the offload pipeline
-// (chunks to the host, CPU Adam, updated parameters back). Part 1 is zero_engine.cpp.
+// ZeroEngine, part 2 of 4: gradients — hooks, buckets and their reduction, handing each
+// reduced bucket's host part to the OffloadPipeline. Part 1 is zero_engine.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,8 +25,7 @@ float* ZeroEngine::bucket_slot(int bucket) {
 }
 
 void ZeroEngine::begin_step(const StepPlan& plan) {
-  step_plan_ = plan;
-  speculated_ = false;
+  if (offload_) offload_->begin_step(plan);
   last_micro_ = true;
   Stream& compute = be_.compute_stream();
   be_.fill_zero(scalars_.data(), scalars_.bytes(), compute);
@@ -104,16 +103,16 @@ void ZeroEngine::reduce_bucket(int k, bool last) {
   const Bucket& b = plan_.reduce.buckets()[size_t(k)];
   float* in = bucket_slot(k);
   const float* out = in;
-  const int o = out_slot_;
+  const int o = offload_ ? offload_->out_slot() : 0;
   if (distributed()) {
     float* dst = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width());
-    if (host_) cs().wait(*out_done_[size_t(o)]);  // its last host copy has left
+    if (offload_) offload_->wait_out_slot(cs());  // its last host copy has left
     comm_->reduce_scatter(std::span<const float>(in, size_t(world_ * b.width())),
                           std::span<float>(dst, size_t(b.width())), cs());
     out = dst;
-  } else if (host_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
+  } else if (offload_) {  // one rank: the "reduction" is the bucket itself; copy it out of the slot
     float* dst = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width());
-    cs().wait(*out_done_[size_t(o)]);
+    offload_->wait_out_slot(cs());
     be_.copy_async(dst, in, size_t(b.width()) * 4, cs());
     out = dst;
   }
@@ -123,98 +122,12 @@ void ZeroEngine::reduce_bucket(int k, bool last) {
     char* shard = static_cast<char*>(shard_grads_.data()) + size_t(b.lo) * dtype_size(grad_dtype_);
     be_.convert(shard, grad_dtype_, out, DType::f32, dev_hi - b.lo, !first, cs());
   }
-  if (host_ && !plan_.bucket_chunks[size_t(k)].empty()) {
-    cs().record(*reduced_);  // the host's part leaves once the reduction is done
-    tiers_->d2h().wait(*reduced_);
-    for (int c : plan_.bucket_chunks[size_t(k)]) offload_chunk(c, o, first, last);
-    tiers_->d2h().record(*out_done_[size_t(o)]);
-    out_slot_ = 1 - out_slot_;
-  }
+  if (offload_) offload_->offload_bucket(k, out, cs(), first, last);  // the host's part of the bucket
   ++rounds_[size_t(k)];
   ++stats_.buckets_reduced;
   remaining_[size_t(k)] = int64_t(world_) * b.width();
   for (int& s : slot_bucket_)
     if (s == k) s = -1;
-}
-
-// A reduced chunk's journey: device→host into a staging buffer, accumulated on the host
-// (with its square sum for the norm) and, on the step's last micro-batch with speculation,
-// updated by the CPU Adam with its new parameters going host→device. Each stage waits for
-// the previous one by event; the staging buffer is free when the last stage is done.
-void ZeroEngine::offload_chunk(int c, int o, bool first, bool last) {
-  tier::TierManager& tm = *tiers_;
-  const int s = acquire_staging();
-  Event& ev = *stage_ev_[size_t(s)];
-  const HostChunk& ch = plan_.chunks[size_t(c)];
-  // The reduced gradients to the staging buffer: a copy the backend orders on the d2h stream.
-  const float* src = bucket_out_.as<float>() + size_t(o) * size_t(plan_.reduce.max_width()) +
-                     (ch.lo - plan_.reduce.buckets()[size_t(ch.bucket)].lo);
-  be_.copy_async(tm.staging().data(s), src, size_t(ch.hi - ch.lo) * 4, tm.d2h());
-  tm.count(tier::Edge::d2h, size_t(ch.hi - ch.lo) * 4);
-  tm.d2h().record(ev);
-  // The host work reads its task from the staging buffer's record (the buffer and its
-  // record are this chunk's until the release below): captures stay at two words, inside
-  // std::function (no allocation in the step).
-  StageTask& task = stage_task_[size_t(s)];
-  task = {};
-  task.chunk = c, task.first = first, task.plan = step_plan_;
-  tm.host_sum().wait(ev);
-  tm.host_sum().launch_host([this, s] {
-    const StageTask& t = stage_task_[size_t(s)];
-    chunk_sq_[size_t(t.chunk)] =
-        host_->accumulate(plan_.chunks[size_t(t.chunk)], static_cast<const float*>(tiers_->staging().data(s)), t.first);
-  });
-  tm.host_sum().record(ev);
-  const bool update = last && host_->speculative();
-  if (update) {
-    tm.host().wait(ev);
-    tm.host().launch_host([this, s] { host_update_work(s); });
-    tm.host().record(ev);
-  }
-  if (update && device_compute_at(0)) copy_update_to_device(c, s, ev);
-  tm.staging().release_after(s, ev);
-  if (update) speculated_ = true;
-}
-
-// A host chunk's updated parameters, from staging buffer s to the device copy the gathers
-// read: a backend copy on the h2d stream, after the update (ev), then ev re-recorded.
-void ZeroEngine::copy_update_to_device(int c, int s, Event& ev) {
-  tier::TierManager& tm = *tiers_;
-  const HostChunk& h = plan_.chunks[size_t(c)];
-  const size_t bytes = size_t(h.hi - h.lo) * (low_precision() ? dtype_size(buf_.compute_dtype) : 4);
-  tm.h2d().wait(ev);
-  be_.copy_async(device_compute_at(h.lo), tm.staging().data(s), bytes, tm.h2d());
-  tm.count(tier::Edge::h2d, bytes);
-  tm.h2d().record(ev);
-}
-
-// On the host stream: staging buffer s's chunk updated by the CPU Adam with its task's
-// values (copying the new parameters into the buffer when the device keeps a copy), or,
-// after an overflow, restored from its speculative copy-out.
-void ZeroEngine::host_update_work(int s) {
-  const StageTask& task = stage_task_[size_t(s)];
-  const size_t c = size_t(task.chunk);
-  void* staging = device_compute_at(0) ? tiers_->staging().data(s) : nullptr;
-  if (task.restore)
-    host_->restore(plan_.chunks[c], staging);
-  else
-    host_->update(plan_.chunks[c], c + 1 < plan_.chunks.size() ? &plan_.chunks[c + 1] : nullptr, task.plan.lr,
-                  task.plan.grad_scale, task.plan.t, staging);
-}
-
-// The host part of the step once the norm is known: an update (not speculated, or redone
-// with the real clip scale) or, after an overflow, a restore of the speculative copy-out.
-void ZeroEngine::host_update_chunk(int c, float lr, float grad_scale, int64_t t, bool restore) {
-  tier::TierManager& tm = *tiers_;
-  const int s = acquire_staging();
-  Event& ev = *stage_ev_[size_t(s)];
-  StageTask& task = stage_task_[size_t(s)];
-  task = {};
-  task.chunk = c, task.restore = restore, task.plan = {lr, grad_scale, t};
-  tm.host().launch_host([this, s] { host_update_work(s); });
-  tm.host().record(ev);
-  if (device_compute_at(0)) copy_update_to_device(c, s, ev);
-  tm.staging().release_after(s, ev);
 }
 
 void ZeroEngine::reduce_stage0() {
@@ -278,13 +191,7 @@ ReducedStep ZeroEngine::reduce_gradients(double loss_part, bool stop) {
   be_.copy_async(host_scalars_, scalars_.data(), 2 * sizeof(double), compute);
   compute.synchronize();
   double sq = host_scalars_[1];
-  if (host_) {  // the host's part: its chunks' square sums, in chunk order
-    const auto t0 = std::chrono::steady_clock::now();
-    tiers_->d2h().synchronize();
-    tiers_->host_sum().synchronize();
-    stats_.blocked_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (double c : chunk_sq_) sq += c;
-  }
+  if (offload_) sq = offload_->add_square_sum(sq);  // the host's part: its chunks' square sums, in chunk order
   // One all-reduce agrees on the loss, the norm, overflow (a non-finite square sum) and stop.
   double v[4] = {host_scalars_[0] + loss_part, sq, std::isfinite(sq) ? 0.0 : 1.0, stop ? 1.0 : 0.0};
   if (distributed()) comm_->all_reduce(std::span<double>(v, 4));

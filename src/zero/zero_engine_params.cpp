@@ -1,6 +1,5 @@
 // ZeroEngine, part 3 of 4: the optimizer step and parameters — publishing (stages 1-2; stage
-// 3's gathers are the ParamCoordinator's), the --offload-param fetch, and the full gather
-// for tests and export.
+// 3's gathers are the ParamCoordinator's), and the full gather for tests and export.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,20 +14,7 @@ namespace strata::zero {
 // ---------------------------------------------------------------- optimizer and parameters
 
 void ZeroEngine::step(float lr, float grad_scale, int64_t t) {
-  if (host_) {
-    // The host's part: speculated during backward with the step's plan. Same lr, scale and
-    // t (no clipping) → keep it; otherwise redo it from the committed copy. Without
-    // speculation it runs now, concurrently with the device's part below.
-    const bool valid = speculated_ && lr == step_plan_.lr && grad_scale == step_plan_.grad_scale && t == step_plan_.t;
-    if (speculated_ && !valid) {
-      flush_host();
-      ++stats_.speculative_redos;
-    }
-    if (!valid)
-      for (size_t c = 0; c < plan_.chunks.size(); ++c) host_update_chunk(int(c), lr, grad_scale, t, false);
-    else
-      ++stats_.speculative_commits;
-  }
+  if (offload_) offload_->step(lr, grad_scale, t);  // the host's part, concurrently with the device's
   if (!policy_.optimizer_states) {
     adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
                 buf_.compute_dtype, groups_, lr, grad_scale, t);
@@ -37,10 +23,7 @@ void ZeroEngine::step(float lr, float grad_scale, int64_t t) {
                 low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
   }
   after_compute();  // publishing reads what the update wrote
-  if (host_) {
-    flush_host();
-    host_->commit();
-  }
+  if (offload_) offload_->commit();
   finish_step();
   if (policy_.optimizer_states && !policy_.parameters) publish_params();
   if (params_) params_->publish_persistent();
@@ -51,12 +34,7 @@ void ZeroEngine::step(float lr, float grad_scale, int64_t t) {
 }
 
 void ZeroEngine::skip_step() {
-  if (host_ && speculated_) {  // undo the speculative copy-out: the committed state stands
-    flush_host();
-    for (size_t c = 0; c < plan_.chunks.size(); ++c) host_update_chunk(int(c), 0, 0, 0, true);
-    flush_host();
-    ++stats_.speculative_discards;
-  }
+  if (offload_) offload_->skip();  // undo the speculative copy-out: the committed state stands
   finish_step();
 }
 
@@ -102,48 +80,20 @@ void ZeroEngine::acquire_params(int unit) {
   if (params_) params_->acquire(unit);
 }
 
-// --offload-param: compute-dtype parameters of shard [lo, hi) from their home on the host
-// through the staging buffers to dst, on the h2d stream.
-void ZeroEngine::fetch_to_device(int64_t lo, int64_t hi, void* dst) {
-  tier::TierManager& tm = *tiers_;
-  const size_t esz = dtype_size(buf_.compute_dtype);
-  const int64_t al = plan_.layout.align();
-  const int64_t per = std::max<int64_t>(al, int64_t(tm.staging().buffer_bytes() / esz) / al * al);
-  for (int64_t a = lo; a < hi; a += per) {
-    const int64_t b = std::min(hi, a + per);
-    const int s = acquire_staging();
-    StageTask& task = stage_task_[size_t(s)];
-    task = {};
-    task.lo = a, task.hi = b;
-    tm.h2d().launch_host([this, s] {
-      const StageTask& t = stage_task_[size_t(s)];
-      host_->read_compute(t.lo, t.hi, tiers_->staging().data(s));
-    });
-    be_.copy_async(static_cast<char*>(dst) + size_t(a - lo) * esz, tm.staging().data(s), size_t(b - a) * esz, tm.h2d());
-    tm.count(tier::Edge::h2d, size_t(b - a) * esz);
-    tm.h2d().record(*stage_ev_[size_t(s)]);
-    tm.staging().release_after(s, *stage_ev_[size_t(s)]);
-  }
-}
-
 // ---------------------------------------------------------------- tests, export, accounting
 
 void ZeroEngine::quiesce() {
-  std::vector<Stream*> streams{stream_.get()};
-  if (tiers_) streams.insert(streams.end(), {&tiers_->d2h(), &tiers_->host_sum(), &tiers_->host(), &tiers_->h2d()});
-  for (Stream* s : streams)
-    if (s) try {
+  if (stream_) try {
+      stream_->synchronize();
+    } catch (const Error&) {
+    }
+  if (offload_) {
+    offload_->quiesce();
+  } else if (tiers_) {  // the tiers' streams carry the activation offload's copies too
+    for (Stream* s : tiers_->streams()) try {
         s->synchronize();
       } catch (const Error&) {
       }
-  if (host_ && tiers_) {
-    tiers_->host().launch_host([this] {
-      try {
-        host_->flush();
-      } catch (const Error&) {
-      }
-    });
-    tiers_->host().synchronize();
   }
 }
 
