@@ -21,7 +21,7 @@ TEST(GPT2Gradients, EveryParameterMatchesFiniteDifferences) {
   std::vector<float> p(size_t(model.num_params()));
   for (int64_t i = 0; i < model.num_params(); ++i) p[size_t(i)] = 0.2f * rng.next();
   for (size_t k = 0; k < model.param_specs().size(); ++k) {
-    const GPT2Param kind = model.param_specs()[k].kind;
+    const GPT2Param kind = gpt2_kind(model.param_specs()[k]);
     if (kind != GPT2Param::ln1w && kind != GPT2Param::ln2w && kind != GPT2Param::lnfw) continue;
     for (int64_t i = 0; i < model.param_specs()[k].shape.numel(); ++i)
       p[size_t(model.param_offset(int(k)) + i)] += 1.0f;

@@ -6,22 +6,22 @@ std::vector<ParamSpec> gpt2_param_specs(const GPT2Config& c) {
   const int64_t L = c.n_layer, C = c.n_embd, Vp = c.padded_vocab_size, T = c.max_seq_len;
   using P = GPT2Param;
   return {
-      {"wte", {Vp, C}, true, P::wte},
-      {"wpe", {T, C}, true, P::wpe},
-      {"ln1w", {L, C}, false, P::ln1w},
-      {"ln1b", {L, C}, false, P::ln1b},
-      {"qkvw", {L, 3 * C, C}, true, P::qkvw},
-      {"qkvb", {L, 3 * C}, false, P::qkvb},
-      {"attprojw", {L, C, C}, true, P::attprojw},
-      {"attprojb", {L, C}, false, P::attprojb},
-      {"ln2w", {L, C}, false, P::ln2w},
-      {"ln2b", {L, C}, false, P::ln2b},
-      {"fcw", {L, 4 * C, C}, true, P::fcw},
-      {"fcb", {L, 4 * C}, false, P::fcb},
-      {"fcprojw", {L, C, 4 * C}, true, P::fcprojw},
-      {"fcprojb", {L, C}, false, P::fcprojb},
-      {"lnfw", {C}, false, P::lnfw},
-      {"lnfb", {C}, false, P::lnfb},
+      {"wte", {Vp, C}, true, int(P::wte)},
+      {"wpe", {T, C}, true, int(P::wpe)},
+      {"ln1w", {L, C}, false, int(P::ln1w)},
+      {"ln1b", {L, C}, false, int(P::ln1b)},
+      {"qkvw", {L, 3 * C, C}, true, int(P::qkvw)},
+      {"qkvb", {L, 3 * C}, false, int(P::qkvb)},
+      {"attprojw", {L, C, C}, true, int(P::attprojw)},
+      {"attprojb", {L, C}, false, int(P::attprojb)},
+      {"ln2w", {L, C}, false, int(P::ln2w)},
+      {"ln2b", {L, C}, false, int(P::ln2b)},
+      {"fcw", {L, 4 * C, C}, true, int(P::fcw)},
+      {"fcb", {L, 4 * C}, false, int(P::fcb)},
+      {"fcprojw", {L, C, 4 * C}, true, int(P::fcprojw)},
+      {"fcprojb", {L, C}, false, int(P::fcprojb)},
+      {"lnfw", {C}, false, int(P::lnfw)},
+      {"lnfb", {C}, false, int(P::lnfb)},
   };
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/tensor.h"
 #include "model/gpt2_config.h"
+#include "model/param_spec.h"
 
 namespace strata {
 
@@ -28,14 +29,7 @@ enum class GPT2Param {
   count
 };
 
-struct ParamSpec {
-  std::string name;   // "wte", "qkvw", ... ("h3.qkvw" in the unit layout)
-  Shape shape;        // llm.c order: per-layer tensors have the layer count as dimension 0
-  bool weight_decay;  // matmul weights and embeddings decay; biases and norms do not
-  GPT2Param kind = GPT2Param::count;
-  int layer = 0;  // unit layout: the tensor's layer (0 for global tensors)
-  int unit = 0;   // unit layout: what stage 3 gathers at once
-};
+inline GPT2Param gpt2_kind(const ParamSpec& s) { return GPT2Param(s.kind); }
 
 // llm.c's order and stacked shapes: the external format (fixtures, llm.c checkpoints).
 std::vector<ParamSpec> gpt2_param_specs(const GPT2Config& c);

@@ -23,7 +23,7 @@ namespace {
 // HF's name for a unit-layout tensor, and whether its HF layout is the transpose of ours.
 std::pair<std::string, bool> hf_name(const ParamSpec& s) {
   const std::string h = "h." + std::to_string(s.layer) + ".";
-  switch (s.kind) {
+  switch (gpt2_kind(s)) {
     case GPT2Param::wte:
       return {"wte.weight", false};
     case GPT2Param::wpe:
@@ -132,8 +132,8 @@ std::vector<HfTensor> hf_tensor_table(const ModelSpec& spec) {
     t.rows = s.shape.rank == 2 ? s.shape.dims[0] : t.count;
     t.cols = s.shape.rank == 2 ? s.shape.dims[1] : 1;
     t.transpose = transpose;
-    const bool vocab =
-        llama ? (llama_kind(s) == LlamaParam::embed || llama_kind(s) == LlamaParam::lm_head) : s.kind == GPT2Param::wte;
+    const bool vocab = llama ? (llama_kind(s) == LlamaParam::embed || llama_kind(s) == LlamaParam::lm_head)
+                             : gpt2_kind(s) == GPT2Param::wte;
     t.hf_rows = vocab ? spec.vocab_size() : t.rows;
     if (s.shape.rank == 2)
       t.hf_shape = transpose ? std::vector<int64_t>{t.cols, t.hf_rows} : std::vector<int64_t>{t.hf_rows, t.cols};

@@ -25,9 +25,7 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   const int64_t q = int64_t(c.n_head) * d, kv = int64_t(c.n_kv_head) * d;
   std::vector<ParamSpec> out;
   auto add = [&](std::string name, Shape shape, bool decay, LlamaParam k, int layer, int unit) {
-    ParamSpec s{std::move(name), shape, decay, GPT2Param::count, layer, unit};
-    s.kind = GPT2Param(int(k));  // reused as a plain tag; llama_kind() reads it back
-    out.push_back(s);
+    out.push_back({std::move(name), shape, decay, int(k), layer, unit});
   };
   add("embed", {Vp, C}, true, P::embed, 0, 0);
   for (int l = 0; l < c.n_layer; ++l) {
@@ -41,7 +39,7 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   return out;
 }
 
-LlamaParam llama_kind(const ParamSpec& s) { return LlamaParam(int(s.kind)); }
+LlamaParam llama_kind(const ParamSpec& s) { return LlamaParam(s.kind); }
 
 namespace {
 
@@ -94,67 +92,30 @@ size_t Llama::activation_bytes(const LlamaConfig& cfg, int micro_batch, int seq_
 
 Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len, DType compute_dtype,
              ModelStorage storage, UnitHooks* hooks)
-    : be_(backend),
-      cfg_(config),
-      B_(micro_batch),
-      T_(seq_len),
-      dtype_(compute_dtype),
-      storage_(storage),
-      hooks_(hooks) {
-  STRATA_CHECK(B_ > 0 && T_ > 0, "micro-batch " + std::to_string(B_) + " × sequence " + std::to_string(T_),
-               "both must be positive");
-  STRATA_CHECK(
-      T_ <= cfg_.max_seq_len,
-      "sequence length " + std::to_string(T_) + " exceeds the model's context " + std::to_string(cfg_.max_seq_len),
-      "lower --seq-len or raise max_position_embeddings in the model config");
-  STRATA_CHECK(hooks_ || (storage_.params && storage_.grads), "Llama without its own parameter or gradient buffers",
-               "pass the UnitHooks that provide them");
-  specs_ = llama_unit_layout(cfg_);
-  entry_.assign(size_t(P::count), std::vector<int>(size_t(std::max(cfg_.n_layer, 1)), -1));
-  unit_begin_.assign(size_t(num_units()) + 1, 0);
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    offsets_.push_back(num_params_);
-    entry_[size_t(llama_kind(specs_[i]))][size_t(specs_[i].layer)] = int(i);
-    num_params_ += specs_[i].shape.numel();
-    unit_begin_[size_t(specs_[i].unit) + 1] = num_params_;
-  }
-  const size_t n = size_t(num_params_);
-  param_base_.assign(size_t(num_units()), nullptr);
-  grad_base_.assign(size_t(num_units()), nullptr);
-  if (storage_.params) {
-    if (owns_master()) master_ = be_.allocate(n * 4, "params:master_f32");
-    if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
-    char* base = static_cast<char*>(dtype_ == DType::f32 ? master_.data() : compute_.data());
-    for (int u = 0; u < num_units(); ++u) param_base_[size_t(u)] = base + size_t(unit_begin(u)) * dtype_size(dtype_);
-  }
-  if (storage_.grads) {
-    grads_ = be_.allocate(n * 4, "grads:f32");
-    for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
-  }
-
+    : Transformer(backend,
+                  {config.n_layer, config.n_embd, config.vocab_size, config.max_seq_len, "max_position_embeddings"},
+                  llama_unit_layout(config), int(P::count), micro_batch, seq_len, compute_dtype, storage, hooks),
+      cfg_(config) {
   const LlamaActivations al = llama_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
   const ArenaLayout& lay = al.lay;
-  const int64_t B = B_, T = T_;
   const bool gqa = cfg_.n_kv_head != cfg_.n_head;
-  act_ = be_.allocate(lay.bytes(), "activations");
-  encoded_ = lay.view(act_, al.enc);
+  Buffer& act = allocate_activations(lay.bytes());
+  encoded_ = lay.view(act, al.enc);
   for (const auto& x : al.layers) {
     LayerActs la;
     TensorView* dst[14] = {&la.norm1,     &la.rstd1, &la.qkv,   &la.packed,  &la.atty, &la.lse,  &la.attproj,
                            &la.residual2, &la.norm2, &la.rstd2, &la.gate_up, &la.act,  &la.down, &la.out};
     for (size_t k = 0; k < 14; ++k)
-      if (x[k] != size_t(-1)) *dst[k] = lay.view(act_, x[k]);
+      if (x[k] != size_t(-1)) *dst[k] = lay.view(act, x[k]);
     if (!gqa) la.packed = la.qkv;  // q|k|v already is the fused op's layout
     layers_.push_back(la);
   }
-  for (size_t i : al.ckpt) checkpoints_.push_back(lay.view(act_, i));
-  normf_ = lay.view(act_, al.nf), rstdf_ = lay.view(act_, al.rf);
-  logits_ = lay.view(act_, al.logits), losses_ = lay.view(act_, al.losses);
-  dresidual_ = lay.view(act_, al.dres), dbtc_ = lay.view(act_, al.dbtc), dfused_ = lay.view(act_, al.df);
-  dpacked_ = gqa ? lay.view(act_, al.dp) : dfused_;
-  dgu_ = lay.view(act_, al.dgu), dact_ = lay.view(act_, al.dact);
-  tokens_.reserve(size_t(B * T));
-  zero_grad();
+  for (size_t i : al.ckpt) checkpoints_.push_back(lay.view(act, i));
+  normf_ = lay.view(act, al.nf), rstdf_ = lay.view(act, al.rf);
+  logits_ = lay.view(act, al.logits), losses_ = lay.view(act, al.losses);
+  dresidual_ = lay.view(act, al.dres), dbtc_ = lay.view(act, al.dbtc), dfused_ = lay.view(act, al.df);
+  dpacked_ = gqa ? lay.view(act, al.dp) : dfused_;
+  dgu_ = lay.view(act, al.dgu), dact_ = lay.view(act, al.dact);
 }
 
 std::string Llama::describe() const {
@@ -163,46 +124,13 @@ std::string Llama::describe() const {
          std::to_string(cfg_.intermediate);
 }
 
-TensorView Llama::master_flat() const { return master_.view(DType::f32, {num_params_}); }
-TensorView Llama::grad_flat() const { return grads_.view(DType::f32, {num_params_}); }
-TensorView Llama::compute_flat() const {
-  return dtype_ == DType::f32 ? TensorView{} : compute_.view(dtype_, {num_params_});
-}
-
-// Where tensor p of `layer` sits: its spec index, its element offset inside its unit and its
-// shape, rows > 0 widening it to that many rows of the same width (the fused wq|wk|wv and
-// w_gate|w_up, adjacent in the layout).
-Llama::Slot Llama::slot(LlamaParam p, int layer, int64_t rows) const {
-  const int i = entry(p, layer);
-  const ParamSpec& s = specs_[size_t(i)];
-  Slot out{s.unit, offsets_[size_t(i)] - unit_begin(s.unit), s.shape};
-  if (rows > 0) out.shape.dims[0] = rows;
-  return out;
-}
-
-TensorView Llama::pv(LlamaParam p, int layer, int64_t rows) const {
-  const Slot t = slot(p, layer, rows);
-  STRATA_CHECK(param_base_[size_t(t.unit)],
-               "parameters of unit " + std::to_string(t.unit) + " used before they were acquired",
-               "this is a bug in the engine's hooks");
-  return {static_cast<char*>(param_base_[size_t(t.unit)]) + size_t(t.offset) * dtype_size(dtype_), dtype_, t.shape,
-          Tier::device};
-}
-
-TensorView Llama::gv(LlamaParam p, int layer, int64_t rows) const {
-  const Slot t = slot(p, layer, rows);
-  STRATA_CHECK(grad_base_[size_t(t.unit)],
-               "gradients of unit " + std::to_string(t.unit) + " written before they were opened",
-               "this is a bug in the engine's hooks");
-  return {grad_base_[size_t(t.unit)] + t.offset, DType::f32, t.shape, Tier::device};
-}
-
 void Llama::init_unit(int u, uint64_t seed, float* dst) const {
   const float std_resid = 0.02f / std::sqrt(2.0f * float(cfg_.n_layer));
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    const ParamSpec& s = specs_[i];
+  const std::vector<ParamSpec>& specs = param_specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
     if (s.unit != u) continue;
-    float* p = dst + (offsets_[i] - unit_begin(u));
+    float* p = dst + (param_offset(int(i)) - unit_begin(u));
     const int64_t n = s.shape.numel();
     const LlamaParam k = llama_kind(s);
     NormalRng rng(seed, 0x4c4c000000ull + uint64_t(k) * 65536 + uint64_t(s.layer));  // one stream per tensor
@@ -218,41 +146,11 @@ void Llama::init_unit(int u, uint64_t seed, float* dst) const {
   }
 }
 
-void Llama::init_weights(uint64_t seed) {
-  STRATA_CHECK(owns_master(), "init_weights on a model without its own master parameters",
-               "the ZeRO engine initialises partitioned parameters with init_unit");
-  std::vector<float> unit;  // each unit made on the host, then uploaded
-  for (int u = 0; u < num_units(); ++u) {
-    unit.resize(size_t(unit_count(u)));
-    init_unit(u, seed, unit.data());
-    be_.upload(master_.as<float>() + unit_begin(u), unit.data(), unit.size() * 4);
-  }
-  sync_compute_params();
-}
-
-void Llama::sync_compute_params() {
-  if (dtype_ != DType::f32 && owns_master()) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
-}
-
-void Llama::zero_grad() {
-  if (storage_.grads) be_.fill_zero(grads_.data(), grads_.bytes(), be_.compute_stream());
-}
-
-TensorView Llama::forward_output(int l) {
-  if (!storage_.checkpoint) return layers_[size_t(l)].out;
-  if (!storage_.offload) return checkpoints_[size_t(l)];
-  return {storage_.offload->forward_slot(l), dtype_, {B_, T_, cfg_.n_embd}, Tier::device};
-}
-
-TensorView Llama::backward_output(int l) {
-  if (l < 0) return encoded_;
-  if (!storage_.checkpoint) return layers_[size_t(l)].out;
-  if (!storage_.offload) return checkpoints_[size_t(l)];
-  return {const_cast<void*>(storage_.offload->backward_slot(l)), dtype_, {B_, T_, cfg_.n_embd}, Tier::device};
-}
+void Llama::embed_forward(std::span<const int32_t> tokens) { be_.encoder_forward(encoded_, tokens, pv(P::embed), {}); }
 
 // Layer l from `residual` into `out`; a recompute (checkpointing) stops after SwiGLU.
-void Llama::layer_forward(int l, LayerActs& a, TensorView residual, TensorView out, bool recompute) {
+void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recompute) {
+  LayerActs& a = acts(l);
   const int NH = cfg_.n_head, NKV = cfg_.n_kv_head, d = cfg_.head_dim();
   const int64_t Wf = int64_t(NH + 2 * NKV) * d;
   be_.rmsnorm_forward(a.norm1, a.rstd1, residual, pv(P::attn_norm, l), cfg_.rms_eps);
@@ -270,72 +168,41 @@ void Llama::layer_forward(int l, LayerActs& a, TensorView residual, TensorView o
   be_.residual_forward(out, a.residual2, a.down);
 }
 
-void Llama::forward(std::span<const int32_t> tokens) {
-  const size_t BT = size_t(B_) * size_t(T_);
-  STRATA_CHECK(tokens.size() == BT, "forward got " + std::to_string(tokens.size()) + " tokens",
-               "expected micro-batch × seq-len = " + std::to_string(BT));
-  tokens_.assign(tokens.begin(), tokens.end());
-  const int L = cfg_.n_layer;
-  if (hooks_) hooks_->begin_pass();
-  acquire(0);
-  be_.encoder_forward(encoded_, tokens, pv(P::embed), {});
-  TensorView residual = encoded_;
-  for (int l = 0; l < L; ++l) {
-    acquire(1 + l);
-    const TensorView out = forward_output(l);
-    layer_forward(l, acts(l), residual, out, false);
-    if (storage_.offload) storage_.offload->forward_done(l);
-    residual = out;
-  }
-  acquire(L + 1);
-  be_.rmsnorm_forward(normf_, rstdf_, residual, pv(P::norm), cfg_.rms_eps);
+void Llama::head_forward(TensorView last) {
+  be_.rmsnorm_forward(normf_, rstdf_, last, pv(P::norm), cfg_.rms_eps);
   be_.matmul_forward(logits_, normf_, pv(P::lm_head), {});
 }
 
-void Llama::backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) {
-  STRATA_CHECK(targets.size() == tokens_.size(), "backward got " + std::to_string(targets.size()) + " targets",
-               "call forward() first with the same micro-batch size");
-  int64_t valid = 0;
-  for (int32_t t : targets) valid += t >= 0;
-  const float dloss = valid ? grad_scale / float(valid) : 0.0f;
-  be_.cross_entropy_forward_backward(losses_, logits_, targets, cfg_.vocab_size, dloss, valid ? loss_sum : nullptr,
-                                     double(std::max<int64_t>(valid, 1)), loss_weight);
-  const int L = cfg_.n_layer, NH = cfg_.n_head, NKV = cfg_.n_kv_head, d = cfg_.head_dim();
-  const int64_t Wf = int64_t(NH + 2 * NKV) * d, I2 = 2 * int64_t(cfg_.intermediate);
-  auto open = [&](int u) {
-    if (hooks_) hooks_->open_grads(u);
-  };
-  auto close = [&](int u) {
-    if (hooks_) hooks_->close_grads(u);
-  };
-  if (hooks_) hooks_->begin_pass();
-  open(L + 1);
+void Llama::head_backward(TensorView last) {
+  const int L = cfg_.n_layer;
+  open_grads(L + 1);
   acquire(L + 1);
   be_.matmul_backward(dbtc_, gv(P::lm_head), {}, logits_, normf_, pv(P::lm_head));  // logits_ holds dlogits
   be_.fill_zero(dresidual_.data, dresidual_.bytes(), be_.compute_stream());
-  be_.rmsnorm_backward(dresidual_, gv(P::norm), dbtc_, backward_output(L - 1), pv(P::norm), rstdf_);
-  close(L + 1);
-  for (int l = L - 1; l >= 0; --l) {
-    LayerActs& a = acts(l);
-    const TensorView residual = backward_output(l - 1);
-    open(1 + l);
-    acquire(1 + l);
-    if (storage_.checkpoint) layer_forward(l, a, residual, {}, true);
-    be_.matmul_backward(dact_, gv(P::w_down, l), {}, dresidual_, a.act, pv(P::w_down, l));
-    be_.swiglu_backward(dgu_, a.gate_up, dact_);
-    be_.matmul_backward(dbtc_, gv(P::w_gate, l, I2), {}, dgu_, a.norm2, pv(P::w_gate, l, I2));
-    be_.rmsnorm_backward(dresidual_, gv(P::mlp_norm, l), dbtc_, a.residual2, pv(P::mlp_norm, l), a.rstd2);
-    be_.matmul_backward(dbtc_, gv(P::wo, l), {}, dresidual_, a.atty, pv(P::wo, l));
-    be_.attention_backward(dpacked_, dbtc_, a.packed, a.atty, a.lse, NH);
-    if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
-    be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope_theta, true);
-    be_.matmul_backward(dbtc_, gv(P::wq, l, Wf), {}, dfused_, a.norm1, pv(P::wq, l, Wf));
-    be_.rmsnorm_backward(dresidual_, gv(P::attn_norm, l), dbtc_, residual, pv(P::attn_norm, l), a.rstd1);
-    close(1 + l);
-  }
-  open(0);
-  be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens_);
-  close(0);
+  be_.rmsnorm_backward(dresidual_, gv(P::norm), dbtc_, last, pv(P::norm), rstdf_);
+  close_grads(L + 1);
+}
+
+void Llama::layer_backward(int l, TensorView residual) {
+  LayerActs& a = acts(l);
+  const int NH = cfg_.n_head, NKV = cfg_.n_kv_head, d = cfg_.head_dim();
+  const int64_t Wf = int64_t(NH + 2 * NKV) * d, I2 = 2 * int64_t(cfg_.intermediate);
+  be_.matmul_backward(dact_, gv(P::w_down, l), {}, dresidual_, a.act, pv(P::w_down, l));
+  be_.swiglu_backward(dgu_, a.gate_up, dact_);
+  be_.matmul_backward(dbtc_, gv(P::w_gate, l, I2), {}, dgu_, a.norm2, pv(P::w_gate, l, I2));
+  be_.rmsnorm_backward(dresidual_, gv(P::mlp_norm, l), dbtc_, a.residual2, pv(P::mlp_norm, l), a.rstd2);
+  be_.matmul_backward(dbtc_, gv(P::wo, l), {}, dresidual_, a.atty, pv(P::wo, l));
+  be_.attention_backward(dpacked_, dbtc_, a.packed, a.atty, a.lse, NH);
+  if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
+  be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope_theta, true);
+  be_.matmul_backward(dbtc_, gv(P::wq, l, Wf), {}, dfused_, a.norm1, pv(P::wq, l, Wf));
+  be_.rmsnorm_backward(dresidual_, gv(P::attn_norm, l), dbtc_, residual, pv(P::attn_norm, l), a.rstd1);
+}
+
+void Llama::embed_backward() {
+  open_grads(0);
+  be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens());
+  close_grads(0);
 }
 
 }  // namespace strata
