@@ -8,11 +8,17 @@
 #include "core/error.h"
 #include "core/parse.h"
 #include "model/model_spec.h"
+#include "train/option_registry.h"
 #include "train/planner.h"
 #include "train/trainer.h"
-#include "zero/defaults.h"
 
 namespace strata::cli {
+
+namespace {
+constexpr const char* kSharedWithTrain[] = {
+    "micro-batch",   "seq-len", "threads", "reduce-bucket-size", "allgather-bucket-size", "param-persistence-threshold",
+    "prefetch-depth"};
+}  // namespace
 
 int plan_main(int argc, char** argv) {
   cxxopts::Options o("strata plan",
@@ -24,26 +30,23 @@ int plan_main(int argc, char** argv) {
                   "gpt-8b, gpt-20b, ... gpt-170b; scaled/gpt-*): model states, activations, step time",
                   str(""))("params", "parameter count alone (e.g. 7.5e9): model-state rows only", str(""))(
       "ranks", "data-parallel ranks", str("1"))("precision", "bf16 | f16 | f32", str("bf16"))(
-      "micro-batch", "sequences per micro-batch", str("8"))("seq-len", "tokens per sequence", str("128"))(
       "device-mem", "device capacity per rank (0 = unlimited)", str("0"))(
       "host-mem", "host RAM per rank (0 = unlimited)", str("0"))("nvme-size", "NVMe per rank (0 = unlimited)",
                                                                  str("0"))(
       "device-tflops", "device throughput, TFLOP/s", str("0.1"))("net-gbps", "network GB/s per rank", str("1"))(
       "link-gbps", "host<->device GB/s", str("10"))("host-gbps", "host memory GB/s for CPU Adam", str("10"))(
-      "nvme-gbps", "NVMe GB/s", str("1"))("threads", "the device's threads (their op scratch; 0 = all CPUs)", str("0"))(
-      "reduce-bucket-size", "elements per gradient bucket (as strata train)",
-      str(std::to_string(zero::kDefaultBucketElements)))("allgather-bucket-size",
-                                                         "elements per parameter all-gather bucket (as strata train)",
-                                                         str(std::to_string(zero::kDefaultBucketElements)))(
-      "param-persistence-threshold", "stage 3: parameters with fewer elements stay whole (as strata train)",
-      str(std::to_string(zero::kDefaultPersistenceThreshold)))(
-      "prefetch-depth", "stage 3: units gathered ahead of use (as strata train)", str("2"))(
+      "nvme-gbps", "NVMe GB/s", str("1"))(
       "ranks-per-node", "ranks on each node (0 = all ranks on one): shows stage 3's hpZ trade-off across nodes",
       str("0"))("hpz-partition-size", "stage 3: ranks per secondary partition in the rows above (1 = none)", str("1"))(
       "bench",
       "a file of `strata bench` JSON lines (model, comm, nvme, adam): measured throughputs replace the "
       "defaults; flags given still win",
       str(""))("h,help", "show this help");
+  // The options strata train has too: declared, parsed and checked by train's registry.
+  for (const char* name : kSharedWithTrain) {
+    const TrainOption& d = *find_train_option(name);
+    o.add_options()(d.name, d.help + " (as strata train)", str(d.default_value));
+  }
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "plan", r)) return *done;
   PlanInput in;
@@ -57,15 +60,19 @@ int plan_main(int argc, char** argv) {
     if (prec != "f32" && prec != "bf16" && prec != "f16")
       return usage_error("plan", "--precision: '" + prec + "' is not f32, bf16 or f16");
     in.mixed = prec != "f32";
-    in.micro_batch = parse_int32(r["micro-batch"].as<std::string>(), "--micro-batch");
-    in.threads = parse_int32(r["threads"].as<std::string>(), "--threads");
-    in.reduce_bucket = parse_count(r["reduce-bucket-size"].as<std::string>(), "--reduce-bucket-size");
-    in.allgather_bucket = parse_count(r["allgather-bucket-size"].as<std::string>(), "--allgather-bucket-size");
-    if (in.reduce_bucket < 1 || in.allgather_bucket < 1) return usage_error("plan", "bucket sizes must be positive");
-    in.persistence_threshold =
-        parse_count(r["param-persistence-threshold"].as<std::string>(), "--param-persistence-threshold");
-    in.prefetch_depth = parse_int32(r["prefetch-depth"].as<std::string>(), "--prefetch-depth");
-    if (in.prefetch_depth < 0) return usage_error("plan", "--prefetch-depth must not be negative");
+    TrainOptions shared;
+    for (const char* name : kSharedWithTrain) {
+      const TrainOption& d = *find_train_option(name);
+      d.set(shared, r[name].as<std::string>());
+      d.check(shared);
+    }
+    in.micro_batch = shared.micro_batch;
+    in.seq_len = shared.seq_len;
+    in.threads = shared.threads;
+    in.reduce_bucket = shared.reduce_bucket_size;
+    in.allgather_bucket = shared.allgather_bucket_size;
+    in.persistence_threshold = shared.param_persistence_threshold;
+    in.prefetch_depth = shared.prefetch_depth;
     in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");
     if (in.ranks_per_node < 0 || (in.ranks_per_node > 0 && in.ranks % in.ranks_per_node != 0))
       return usage_error("plan", "--ranks-per-node must divide --ranks (or be 0: one node)");
@@ -73,7 +80,6 @@ int plan_main(int argc, char** argv) {
     if (in.hpz_partition_size < 1 || in.ranks % in.hpz_partition_size != 0)
       return usage_error("plan", "--hpz-partition-size must be a positive divisor of --ranks");
     if (in.threads <= 0) in.threads = int(std::max(1u, std::thread::hardware_concurrency()));
-    in.seq_len = parse_int32(r["seq-len"].as<std::string>(), "--seq-len");
     if (!params.empty()) {
       in.psi = parse_double(params, "--params");
       if (!(in.psi >= 1)) return usage_error("plan", "--params must be at least 1");

@@ -1,0 +1,167 @@
+#include "train/training_run.h"
+
+#include <cstdio>
+
+#include "backend/device.h"
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "model/model_factory.h"
+#include "train/resume.h"
+#include "train/train_setup.h"
+
+namespace strata {
+
+TrainingRun::TrainingRun(const TrainOptions& o)
+    : opts(o),
+      model_path(resolve_model(o.model)),
+      data_path(resolve_resource(o.data)),
+      hf_dir(is_hf_model_dir(model_path)),
+      spec(ModelSpec::load(model_path)),
+      shape(nlohmann::json::parse(spec.shape_json())),
+      rank(o.comm ? o.comm->rank() : 0),
+      world(o.comm ? o.comm->size() : 1),
+      lead(rank == 0),
+      quiet(o.quiet || !lead),
+      lock(o.out, o.comm) {  // this run owns --out until it ends (one lock for the job)
+  if (!quiet && !lock.taken_over().empty())
+    std::fprintf(stderr, "strata: note: took over --out %s from %s, which is no longer running\n", opts.out.c_str(),
+                 lock.taken_over().c_str());
+  // Resume: the newest complete checkpoint (none yet: a fresh start, so job scripts can always
+  // pass --resume).
+  ResumePoint resume = find_resume_point(opts, shape, data_path, !quiet);
+  checkpoint = std::move(resume.checkpoint);
+  if (resume.complete) {
+    finished = true;
+    return;
+  }
+  start_step = checkpoint ? checkpoint->manifest().step : 0;
+  if (hf_dir && !checkpoint) imported = std::make_unique<HfWeights>(model_path, spec);
+  data = make_training_data(opts, data_path, model_path, hf_dir, spec, &data_line);
+  open_device();
+  open_engine_and_model();
+  schedule = {opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio,
+              opts.lr_decay == "linear"     ? LrSchedule::Decay::linear
+              : opts.lr_decay == "constant" ? LrSchedule::Decay::constant
+                                            : LrSchedule::Decay::cosine};
+}
+
+// This rank's share of its node, the device's and the host's threads (disjoint CPUs when
+// bound), the backend --device names, and the tiers when anything is offloaded.
+void TrainingRun::open_device() {
+  const bool offload =
+      opts.offload_optimizer != "none" || opts.offload_param != "none" || opts.offload_activations != "none";
+  share = node_share(opts.comm, opts.host_mem, opts.nvme_path);
+  const int cpus = share.cpus;
+  host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
+  device_threads = opts.device_threads > 0 ? opts.device_threads
+                   : opts.threads > 0      ? opts.threads
+                                           : std::max(1, cpus - host_threads);
+  if (opts.bind_cpus && offload) {
+    split = cpu::split_cpus(device_threads, host_threads, share.local_rank, share.local_size);
+    cpu::bind_this_thread(split.device);  // before the first parallel region creates the team
+  }
+  std::string device_note;
+  const std::string device = resolve_device(opts.device, &device_note);  // asks CUDA once
+  if (!quiet && !device_note.empty()) std::fprintf(stderr, "strata: note: %s\n", device_note.c_str());
+  backend = make_backend(device, {opts.device_mem, device_threads});
+  if (offload)
+    tiers = std::make_unique<tier::TierManager>(
+        *backend, tier::TierOptions{share.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
+  if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
+  isa = cpu::parse_adam_isa(opts.adam_isa) == cpu::AdamIsa::automatic ? cpu::adam_default_isa()
+                                                                      : cpu::parse_adam_isa(opts.adam_isa);
+  STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
+               "use --adam-isa auto");
+}
+
+// The ZeRO engine decides what the model allocates itself, and the optimizer runs inside
+// it; the model's gradients always come from the engine (in the gradient dtype it keeps).
+void TrainingRun::open_engine_and_model() {
+  engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, opts.comm, host_threads));
+  engine = std::make_unique<zero::ZeroEngine>(*backend, opts.comm, engine_options,
+                                              AdamWConfig{float(opts.beta1),
+                                                          float(opts.beta2),
+                                                          float(opts.eps),
+                                                          float(opts.weight_decay),
+                                                          {isa, device_threads, 1 << 16}},
+                                              tiers.get());
+  if (engine->comm_stream() && !split.device.empty()) {  // communication is the device's work
+    engine->comm_stream()->launch_host([this] { cpu::bind_this_thread(split.device); });
+    engine->comm_stream()->synchronize();
+  }
+  if (opts.offload_activations == "cpu")
+    activations = std::make_unique<tier::HostActivationStore>(
+        *tiers, spec.n_layer(),
+        size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(spec.n_embd()) * dtype_size(opts.precision));
+  model = make_model(spec, *backend, opts.micro_batch, opts.seq_len, opts.precision,
+                     ModelStorage{engine->model_owns_params(), false, engine->model_owns_master(opts.precision),
+                                  opts.activation_checkpointing, activations.get()},
+                     engine->hooks());
+  // The weights: a checkpoint's master, a Hugging Face directory's, or the seed's.
+  const FlatSource* init = checkpoint ? &checkpoint->source(0) : imported.get();
+  if (model->owns_master() && init) {  // read on the host a piece at a time, uploaded
+    std::vector<float> piece;
+    const int64_t n = model->num_params(), most = int64_t(1) << 22;
+    for (int64_t a = 0; a < n; a += most) {
+      piece.resize(size_t(std::min(most, n - a)));
+      init->read(a, int64_t(piece.size()), piece.data());
+      backend->upload(model->master_flat().as<float>() + a, piece.data(), piece.size() * 4);
+    }
+    model->sync_compute_params();
+  } else if (model->owns_master()) {
+    model->init_weights(opts.seed);
+  }
+  zero::ModelBuffers buffers;
+  buffers.master = model->owns_master() ? model->master_flat().as<float>() : nullptr;
+  buffers.compute = model->owns_params() ? model->compute_flat().data : nullptr;
+  buffers.compute_dtype = opts.precision;
+  for (size_t i = 0; i < model->param_specs().size(); ++i) {
+    const ParamSpec& s = model->param_specs()[i];
+    buffers.params.push_back({s.name, s.unit, model->param_offset(int(i)), s.shape.numel()});
+    buffers.weight_decay.push_back(s.weight_decay);
+  }
+  engine->attach(*model, std::move(buffers), opts.seed, init);
+  if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
+  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(opts.nvme_faults);
+}
+
+void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples,
+                                  const LossScaler::State& scaler) {
+  CheckpointManifest m;
+  m.step = done_steps, m.applied = applied, m.samples = samples;
+  m.world = world, m.zero_stage = opts.zero_stage, m.num_params = model->num_params(), m.seed = opts.seed;
+  m.model = shape;
+  m.loss_scaler = {{"scale", scaler.scale},
+                   {"hysteresis_left", scaler.hysteresis_left},
+                   {"iter", scaler.iter},
+                   {"last_overflow", scaler.last_overflow}};
+  m.run = {{"lr", opts.lr},
+           {"warmup", opts.warmup},
+           {"steps", opts.steps},
+           {"micro_batch", opts.micro_batch},
+           {"grad_accum", opts.grad_accum},
+           {"seq_len", opts.seq_len},
+           {"precision", std::string(dtype_name(opts.precision))},
+           {"data", data_path}};
+  const std::vector<zero::ZeroEngine::StatePiece> pieces = engine->state_pieces(int64_t(1) << 22);
+  static const char* kinds[3] = {"master", "m", "v"};
+  std::vector<io::SafetensorsWriter::Entry> table;
+  uint64_t file_bytes = 1024;  // the header's fixed part; each entry's below
+  for (const auto& p : pieces) {
+    table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), DType::f32, {p.count}});
+    file_bytes += uint64_t(p.count) * 4 + 128;
+  }
+  strata::save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
+    io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
+    std::vector<float> buf;
+    for (const auto& p : pieces) {
+      buf.resize(size_t(p.count));
+      engine->read_state(p, buf.data());
+      w.write(buf.data(), buf.size() * 4);
+    }
+    const uint64_t h = w.finish();
+    return SavedRankFile{h, w.bytes_total()};
+  });
+}
+
+}  // namespace strata

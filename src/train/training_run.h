@@ -1,0 +1,74 @@
+// Everything one training run holds, built in the order each part needs the one before:
+// the --out lock, the resume point, the data, this rank's share of its node and the CPU
+// split, the backend and its tiers, the ZeRO engine, the model (its weights from the
+// checkpoint, a Hugging Face directory or the seed) attached to the engine, and the
+// learning-rate schedule. train() (trainer.cpp) opens one, runs its step loop over it and
+// reports; destruction runs in reverse (the model before the engine before the backend).
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/backend.h"
+#include "cpu/adam/adam.h"
+#include "cpu/affinity.h"
+#include "model/hf_weights.h"
+#include "model/model.h"
+#include "model/model_spec.h"
+#include "tier/activation_offload.h"
+#include "tier/tier_manager.h"
+#include "train/checkpoint.h"
+#include "train/data_loader.h"
+#include "train/loss_scaler.h"
+#include "train/lr_schedule.h"
+#include "train/node_share.h"
+#include "train/run_lock.h"
+#include "train/trainer.h"
+#include "zero/zero_engine.h"
+
+namespace strata {
+
+class TrainingRun {
+ public:
+  // Collective over opts.comm (the lock, the resume point, the engine).
+  explicit TrainingRun(const TrainOptions& opts);
+
+  const TrainOptions& opts;
+  const std::string model_path, data_path;
+  const bool hf_dir;  // a Hugging Face model directory brings its weights
+  const ModelSpec spec;
+  const nlohmann::json shape;  // the model's shape, as checkpoints record it
+  const int rank, world;
+  const bool lead;   // rank 0 reports for everyone
+  const bool quiet;  // this rank prints nothing
+  const RunLock lock;
+  // The checkpoint at or past --steps: nothing to run, and nothing below is built.
+  bool finished = false;
+  std::unique_ptr<CheckpointReader> checkpoint;  // resuming from it (null: a fresh start)
+  int64_t start_step = 0;                        // its step (0: fresh)
+  std::unique_ptr<HfWeights> imported;           // weights from a Hugging Face directory
+  std::unique_ptr<SampleSource> data;
+  std::string data_line;  // the JSONL summary for the start-up line
+  NodeShare share;
+  cpu::CpuSplit split;
+  int device_threads = 0, host_threads = 0;
+  std::string pinned = "no";  // --pin-threads: how
+  cpu::AdamIsa isa = cpu::AdamIsa::scalar;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<tier::TierManager> tiers;
+  zero::ZeroOptions engine_options;
+  std::unique_ptr<zero::ZeroEngine> engine;
+  std::unique_ptr<tier::HostActivationStore> activations;  // --offload-activations cpu
+  std::unique_ptr<Model> model;
+  LrSchedule schedule;
+
+  // A checkpoint after `done_steps` steps, with the step loop's state (updates applied,
+  // samples consumed, the loss scaler): every rank writes its partition, rank 0 the manifest.
+  void save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples, const LossScaler::State& scaler);
+
+ private:
+  void open_device();
+  void open_engine_and_model();
+};
+
+}  // namespace strata
