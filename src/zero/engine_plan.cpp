@@ -19,17 +19,12 @@ StagePolicy StagePolicy::for_stage(int stage) {
 
 void check_zero_options(const ZeroOptions& o, int world) {
   const StagePolicy policy = StagePolicy::for_stage(o.stage);
-  STRATA_CHECK(o.reduce_bucket_size > 0, "--reduce-bucket-size " + std::to_string(o.reduce_bucket_size),
-               "must be a positive number of elements");
-  STRATA_CHECK(o.allgather_bucket_size > 0, "--allgather-bucket-size " + std::to_string(o.allgather_bucket_size),
-               "must be a positive number of elements");
-  STRATA_CHECK(o.prefetch_depth >= 0, "--prefetch-depth " + std::to_string(o.prefetch_depth),
-               "must be 0 or more units");
-  STRATA_CHECK(o.param_persistence_threshold >= 0,
-               "--param-persistence-threshold " + std::to_string(o.param_persistence_threshold),
-               "must be 0 or more elements");
-  STRATA_CHECK(o.max_live_params >= 0, "--max-live-params " + std::to_string(o.max_live_params),
-               "must be 0 (automatic) or a number of elements");
+  // Each option's own range is checked where users give it (strata train's option
+  // registry, train/option_registry.cpp); here it is only an invariant.
+  STRATA_CHECK(o.reduce_bucket_size > 0 && o.allgather_bucket_size > 0 && o.sub_group_size > 0 &&
+                   o.prefetch_depth >= 0 && o.param_persistence_threshold >= 0 && o.max_live_params >= 0 &&
+                   o.offload_ratio >= 0 && o.offload_ratio <= 1,
+               "ZeroOptions out of range", "this is a bug in the caller: strata train's option registry checks them");
   STRATA_CHECK(!o.offload_optimizer || policy.optimizer_states,
                "--offload-optimizer cpu with --zero-stage " + std::to_string(o.stage),
                "offloading the optimizer needs its states partitioned: use --zero-stage 1, 2 or 3");
@@ -39,8 +34,6 @@ void check_zero_options(const ZeroOptions& o, int world) {
   STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
                "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
-  STRATA_CHECK(o.offload_ratio >= 0 && o.offload_ratio <= 1, "--offload-ratio " + std::to_string(o.offload_ratio),
-               "give a fraction between 0 and 1");
   const int K = o.hpz_partition_size;
   STRATA_CHECK(K >= 1 && world % K == 0,
                "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world) + " ranks",

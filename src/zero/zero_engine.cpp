@@ -117,7 +117,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                                             opts_.nvme ? &opts_.nvme_options : nullptr, rank_, plan_.chunk_elements);
   }
 
-  // Gradients, shards and buckets, each as the plan sized it (0: not needed).
+  // The step's scalars and the master and compute shards, as the plan sized them (0: not
+  // needed); the reducer allocates the gradients, buckets and scratch.
   Stream& compute = be_.compute_stream();
   const auto device_buffer = [&](uint64_t bytes, const char* name, bool zero) {
     if (bytes == 0) return Buffer{};
@@ -126,15 +127,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     return b;
   };
   scalars_ = device_buffer(d.scalars, "zero:step_scalars", true);
-  grads_full_ = device_buffer(d.grads_full, "grads:full", true);
-  shard_grads_ = device_buffer(d.grad_shard, "zero:grad_shard", true);
   shard_master_ = device_buffer(d.master_shard, "zero:master_shard", true);
   shard_compute_ = device_buffer(d.compute_shard, "zero:compute_shard", false);
-  bucket_out_ = device_buffer(d.bucket_out, "zero:bucket_out", false);
-  bucket_mem_ = device_buffer(d.buckets, "zero:buckets", false);
-  remaining_.assign(plan_.reduce.buckets().size(), 0);
-  rounds_.assign(plan_.reduce.buckets().size(), 0);
-  for (size_t k = 0; k < remaining_.size(); ++k) remaining_[k] = world_ * plan_.reduce.buckets()[k].width();
   if (host_) {
     // Updated host chunks go to the device's copy of the parameters: the compute shard
     // (16-bit runs), or the f32 master mirror that stages 1-3 gather from in f32 runs;
@@ -144,11 +138,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                                               : static_cast<void*>(shard_master_.data());
     offload_ = std::make_unique<OffloadPipeline>(be_, *tiers_, plan_, *host_, device_params, stats_);
   }
-  opens_.assign(size_t(units), 0);
-  grad_block_.assign(size_t(units), -1);
-  for (int u = 0; u < units; ++u) grad_done_.push_back(be_.make_event());
-  grad_scratch_mem_ = device_buffer(d.grad_scratch, "zero:grad_scratch", false);
-  if (d.grad_scratch > 0) grad_arena_.reset(size_t(d.grad_scratch), size_t(units) + 1);
+  reducer_ = std::make_unique<GradientReducer>(be_, plan_, opts_, distributed() ? comm_ : nullptr, rank_, cs(),
+                                               stream_ != nullptr, offload_.get(), stats_);
+  reducer_->attach(model);
 
   // Stage 3: the coordinator allocates the persistent parameters, the gather arena, hpZ's
   // secondary partition and the fetched shards of --offload-param.
@@ -161,6 +153,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     params_->attach(model, low_precision() ? shard_compute_.data() : shard_master_.data(), std::move(fetch),
                     tiers_ ? &tiers_->h2d() : nullptr);
   }
+
+  state_ = std::make_unique<ShardState>(
+      be_, plan_, rank_, policy_.optimizer_states ? shard_master_.as<float>() : buf_.master, *adam_, host_.get());
 
   // Nothing else may allocate here: strata plan reports the plan's sums.
   {

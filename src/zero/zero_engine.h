@@ -31,6 +31,10 @@
 // the host, and — on the step's last micro-batch — updated by the CPU Adam while backward
 // continues (speculatively, see host_optimizer.h), its new parameters copied back
 // host→device. The rest of the shard is updated on the device after backward.
+//
+// The engine keeps the step's order and delegates: sizes to EnginePlan (engine_plan.h),
+// gradients to GradientReducer, stage 3's parameters to ParamCoordinator, the host part of
+// the optimizer to OffloadPipeline, the checkpoint state's I/O to ShardState.
 #pragma once
 #include <memory>
 #include <span>
@@ -45,10 +49,12 @@
 #include "zero/adamw.h"
 #include "zero/defaults.h"
 #include "zero/engine_plan.h"
+#include "zero/gradient_reducer.h"
 #include "zero/host_optimizer.h"
 #include "zero/offload_pipeline.h"
 #include "zero/param_coordinator.h"
 #include "zero/partition.h"
+#include "zero/shard_state.h"
 #include "zero/unit_arena.h"
 #include "zero/zero_options.h"
 #include "zero/zero_stats.h"
@@ -98,7 +104,7 @@ class ZeroEngine final : public UnitHooks {
 
   void begin_step(const StepPlan& plan = {});
   // Micro-batch i of n starts (its backward is the last of the step when i == n - 1).
-  void begin_micro(int i, int n) { last_micro_ = i == n - 1; }
+  void begin_micro(int i, int n);
   // Where this step's loss accumulates on the device (an f64 scalar, zeroed by begin_step):
   // the model adds each micro-batch's weighted mean loss (Model::backward).
   double* loss_sum() const;
@@ -119,14 +125,9 @@ class ZeroEngine final : public UnitHooks {
   // After a failed step: lets every stream's queued work finish, dropping their errors.
   void quiesce();
 
-  // Checkpoints (S6). What this rank saves of the committed optimizer state: kind 0 master,
-  // 1 m, 2 v, each piece a model-flat range (so a checkpoint can be read back by any world
-  // size or stage), in kind-major then shard order, cut to at most max_count elements.
-  // Stage 0 (nothing partitioned): rank 0 saves everything, the other ranks nothing.
-  struct StatePiece {
-    int kind;
-    int64_t flat_begin, count, shard_offset;
-  };
+  // Checkpoints (S6), through ShardState (shard_state.h): what this rank saves of the
+  // committed optimizer state, in model-flat pieces.
+  using StatePiece = zero::StatePiece;
   std::vector<StatePiece> state_pieces(int64_t max_count) const;
   // A piece's committed values, wherever they live (device, host RAM or NVMe).
   void read_state(const StatePiece& piece, float* out);
@@ -162,18 +163,9 @@ class ZeroEngine final : public UnitHooks {
   void after_compute();
   void drain();
   void finish_step();
-  // Work on the communication stream.
-  void close_unit_work(int unit, int64_t scratch_offset, bool first);  // stages 0-1, 16-bit
-  void reduce_unit_work(int unit, int64_t scratch_offset, bool last);  // stages 2-3
-  void reduce_bucket(int bucket, bool last_micro);
   void wait_host();
   // Main thread.
-  void reduce_stage0();
-  void reduce_stage1();
   void publish_params();  // stages 1-2
-  float* bucket_slot(int bucket);
-  // Shard offsets [lo, hi) of state `kind`, read or written across the device and host parts.
-  void shard_state_io(int kind, int64_t lo, int64_t hi, float* buf, bool write);
 
   Backend& be_;
   Communicator* comm_;
@@ -198,28 +190,18 @@ class ZeroEngine final : public UnitHooks {
   // compute after the step's parameters are published.
   std::unique_ptr<Event> compute_done_, published_;
 
-  // Gradients: full (stages 0-1) and this rank's shard (1-3), both in grad_dtype_.
-  Buffer grads_full_, shard_grads_;
   Buffer shard_master_, shard_compute_;  // f32 master and compute-dtype shards (1-3)
-  Buffer bucket_mem_, bucket_out_;       // one or two bucket slots; reduce-scatter output
-  int slot_bucket_[2] = {-1, -1};        // which bucket each slot holds
-  std::vector<int64_t> remaining_;       // per reduce bucket: elements still to be packed
-  std::vector<int> rounds_;              // per reduce bucket: reductions this step
-  Buffer grad_scratch_mem_;              // per-unit f32 gradient scratch (arena)
-  UnitArena grad_arena_;
-  std::vector<int> opens_;                         // per unit: open_grads calls this step
-  std::vector<int64_t> grad_block_;                // per unit: its scratch block (bytes into grad_scratch_mem_)
-  std::vector<std::unique_ptr<Event>> grad_done_;  // per unit: its scratch has been consumed
-
+  // The gradients (hooks, buckets, reductions) and stage 3's working parameters.
+  std::unique_ptr<GradientReducer> reducer_;
   // Stage 3: the working parameters (gathers, prefetch, release, persistence, hpZ).
   std::unique_ptr<Communicator> hpz_comm_;  // hpZ: the group's communicator
   std::unique_ptr<ParamCoordinator> params_;
-  bool last_micro_ = true;
 
   // Offload (S4): the host part [plan_.host_begin, shard) of this rank's optimizer, and the
   // pipeline that moves its chunks and runs its updates.
   std::unique_ptr<HostOptimizer> host_;
   std::unique_ptr<OffloadPipeline> offload_;
+  std::unique_ptr<ShardState> state_;  // the checkpoint state's pieces and I/O
 };
 
 }  // namespace strata::zero

@@ -16,10 +16,10 @@ namespace strata::zero {
 void ZeroEngine::step(float lr, float grad_scale, int64_t t) {
   if (offload_) offload_->step(lr, grad_scale, t);  // the host's part, concurrently with the device's
   if (!policy_.optimizer_states) {
-    adam_->step(buf_.master, grads_full_.data(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
+    adam_->step(buf_.master, reducer_->full(), grad_dtype_, low_precision() ? buf_.compute : nullptr,
                 buf_.compute_dtype, groups_, lr, grad_scale, t);
   } else {
-    adam_->step(shard_master_.as<float>(), shard_grads_.data(), grad_dtype_,
+    adam_->step(shard_master_.as<float>(), reducer_->shard(), grad_dtype_,
                 low_precision() ? shard_compute_.data() : nullptr, buf_.compute_dtype, groups_, lr, grad_scale, t);
   }
   after_compute();  // publishing reads what the update wrote
@@ -53,7 +53,7 @@ void ZeroEngine::publish_params() {
   const size_t esz = low ? dtype_size(buf_.compute_dtype) : 4;
   const char* shard = static_cast<const char*>(low ? shard_compute_.data() : shard_master_.data());
   char* full = static_cast<char*>(low ? buf_.compute : static_cast<void*>(buf_.master));
-  char* slot = static_cast<char*>(bucket_mem_.data());
+  char* slot = reinterpret_cast<char*>(reducer_->bucket_memory());
   for (const Bucket& b : plan_.gather.buckets()) {
     const size_t w = size_t(b.width());
     if (distributed()) {

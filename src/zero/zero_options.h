@@ -1,6 +1,8 @@
 // What the ZeRO engine is asked to do: the stage, its buckets and stage-3 knobs, and the
-// tiers its optimizer and parameters live in. Checked once, by check_zero_options, for the
-// engine and for strata plan alike.
+// tiers its optimizer and parameters live in. Each option's range is checked where users
+// give it (strata train's option registry); check_zero_options checks what only the engine
+// knows — the combinations of stage, offload and hpZ, and the world size — for the engine
+// and for strata plan alike.
 #pragma once
 #include <cstdint>
 
@@ -37,7 +39,7 @@ struct ZeroOptions {
   io::NvmeOptions nvme_options;
 };
 
-// Throws, naming the option and what to do, when the options cannot run on `world` ranks.
+// Throws, naming the options and what to do, when they cannot run together on `world` ranks.
 void check_zero_options(const ZeroOptions& options, int world);
 
 }  // namespace strata::zero
