@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "zero/bucket_plan.h"
 #include "zero/host_optimizer.h"
@@ -80,6 +81,15 @@ struct EnginePlan {
   uint64_t host_bytes() const { return host.host_bytes(); }
   uint64_t nvme_bytes() const { return host.nvme_bytes; }
 };
+
+// One of the plan's device buffers (none when its size is 0), zeroed on the compute stream
+// when asked: the engine's parts allocate through this and nothing else.
+inline Buffer allocate_planned(Backend& be, uint64_t bytes, const char* name, bool zero = false) {
+  if (bytes == 0) return Buffer{};
+  Buffer b = be.allocate(size_t(bytes), name);
+  if (zero) be.fill_zero(b.data(), b.bytes(), be.compute_stream());
+  return b;
+}
 
 // Checks the options (check_zero_options) and what they need of the model (the gather
 // arena must hold the largest unit), then sizes everything.

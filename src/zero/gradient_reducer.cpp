@@ -23,18 +23,11 @@ GradientReducer::GradientReducer(Backend& backend, const EnginePlan& plan, const
 void GradientReducer::attach(UnitModel& model) {
   model_ = &model;
   const EngineDeviceBuffers& d = plan_.device;
-  Stream& compute = be_.compute_stream();
-  const auto device_buffer = [&](uint64_t bytes, const char* name, bool zero) {
-    if (bytes == 0) return Buffer{};
-    Buffer b = be_.allocate(size_t(bytes), name);
-    if (zero) be_.fill_zero(b.data(), b.bytes(), compute);
-    return b;
-  };
-  grads_full_ = device_buffer(d.grads_full, "grads:full", true);
-  shard_grads_ = device_buffer(d.grad_shard, "zero:grad_shard", true);
-  bucket_out_ = device_buffer(d.bucket_out, "zero:bucket_out", false);
-  bucket_mem_ = device_buffer(d.buckets, "zero:buckets", false);
-  grad_scratch_mem_ = device_buffer(d.grad_scratch, "zero:grad_scratch", false);
+  grads_full_ = allocate_planned(be_, d.grads_full, "grads:full", true);
+  shard_grads_ = allocate_planned(be_, d.grad_shard, "zero:grad_shard", true);
+  bucket_out_ = allocate_planned(be_, d.bucket_out, "zero:bucket_out");
+  bucket_mem_ = allocate_planned(be_, d.buckets, "zero:buckets");
+  grad_scratch_mem_ = allocate_planned(be_, d.grad_scratch, "zero:grad_scratch");
   const size_t units = plan_.unit_sizes.size();
   if (d.grad_scratch > 0) grad_arena_.reset(size_t(d.grad_scratch), units + 1);
   remaining_.assign(plan_.reduce.buckets().size(), 0);

@@ -40,25 +40,22 @@ void ParamCoordinator::attach(UnitModel& model, const void* device_shard, Fetch 
                "this is a bug in the engine");
   const EngineDeviceBuffers& d = plan_.device;
   const size_t units = plan_.unit_sizes.size();
-  const auto allocate = [&](uint64_t bytes, const char* name) {
-    return bytes > 0 ? be_.allocate(size_t(bytes), name) : Buffer{};
-  };
-  persistent_ = allocate(d.persistent, "zero:persistent_params");
-  gathered_mem_ = allocate(d.gathered, "zero:gathered_params");
+  persistent_ = allocate_planned(be_, d.persistent, "zero:persistent_params");
+  gathered_mem_ = allocate_planned(be_, d.gathered, "zero:gathered_params");
   gather_arena_.reset(size_t(d.gathered), units + 1);
   resident_.assign(units, {});
   access_.reset(int(units));
   for (size_t u = 0; u < units; ++u) gathered_.push_back(be_.make_event());
   if (hpz_) {
-    secondary_ = allocate(d.secondary, "zero:hpz_secondary_params");
+    secondary_ = allocate_planned(be_, d.secondary, "zero:hpz_secondary_params");
     secondary_valid_.assign(units, 0);
   }
   if (opts_.offload_param) {
-    fetch_mem_ = allocate(d.fetched, "zero:fetched_shards");
+    fetch_mem_ = allocate_planned(be_, d.fetched, "zero:fetched_shards");
     fetch_arena_.reset(size_t(d.fetched), units + 1);
     fetch_off_.assign(units, -1);
     for (size_t u = 0; u < units; ++u) fetched_.push_back(be_.make_event());
-    persist_stage_ = allocate(d.persistent_staging, "zero:persistent_staging");
+    persist_stage_ = allocate_planned(be_, d.persistent_staging, "zero:persistent_staging");
   }
 }
 

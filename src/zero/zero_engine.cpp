@@ -119,16 +119,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
 
   // The step's scalars and the master and compute shards, as the plan sized them (0: not
   // needed); the reducer allocates the gradients, buckets and scratch.
-  Stream& compute = be_.compute_stream();
-  const auto device_buffer = [&](uint64_t bytes, const char* name, bool zero) {
-    if (bytes == 0) return Buffer{};
-    Buffer b = be_.allocate(size_t(bytes), name);
-    if (zero) be_.fill_zero(b.data(), b.bytes(), compute);
-    return b;
-  };
-  scalars_ = device_buffer(d.scalars, "zero:step_scalars", true);
-  shard_master_ = device_buffer(d.master_shard, "zero:master_shard", true);
-  shard_compute_ = device_buffer(d.compute_shard, "zero:compute_shard", false);
+  scalars_ = allocate_planned(be_, d.scalars, "zero:step_scalars", true);
+  shard_master_ = allocate_planned(be_, d.master_shard, "zero:master_shard", true);
+  shard_compute_ = allocate_planned(be_, d.compute_shard, "zero:compute_shard");
   if (host_) {
     // Updated host chunks go to the device's copy of the parameters: the compute shard
     // (16-bit runs), or the f32 master mirror that stages 1-3 gather from in f32 runs;
