@@ -171,6 +171,8 @@ class Runner {
                                  std::string("1"),
                                  std::string("--log-every"),
                                  std::to_string(r.steps),
+                                 std::string("--device"),
+                                 o_.device,
                                  std::string("--device-mem"),
                                  r.device_mem,
                                  std::string("--host-mem"),

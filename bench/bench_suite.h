@@ -14,10 +14,11 @@ struct SuiteOptions {
   bool quick = false;
   std::string out = "bench-results";  // results go to OUT/<UTC timestamp>/
   std::string mpirun = "mpirun";
-  std::string nvme_path;     // for nvme offload runs (default: OUT/<timestamp>/nvme)
-  std::string host_mem;      // per-rank host budget for the plan (default: MemAvailable / ranks)
-  double peak_tflops = 0;    // device peak for MFU (0: unknown)
-  double run_timeout = 900;  // seconds per run
+  std::string nvme_path;        // for nvme offload runs (default: OUT/<timestamp>/nvme)
+  std::string host_mem;         // per-rank host budget for the plan (default: MemAvailable / ranks)
+  double peak_tflops = 0;       // device peak for MFU (0: unknown)
+  double run_timeout = 900;     // seconds per run
+  std::string device = "auto";  // every run's --device (cuda: one GPU per rank)
 };
 
 int run_suite(const SuiteOptions& o);

@@ -1,49 +1,66 @@
-// Elementwise kernels: residual add and dtype casts. bf16/f16 arithmetic happens in f32.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <algorithm>
-#include <type_traits>
-
-#include "kernels/cuda_check.h"
+// Elementwise kernels: residual add, casts, accumulation, GELU, SwiGLU and the bias add.
+// bf16/f16 arithmetic happens in f32; the math is kernels/math/element_math.h's.
+#include "kernels/device_common.cuh"
 #include "kernels/launch.h"
+#include "kernels/math/element_math.h"
 
 namespace strata::cuda::launch {
 
+namespace km = strata::kernel_math;
+
 namespace {
 
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-// __float2bfloat16 / __float2half round to nearest even and keep NaN/Inf, as core/dtype.h.
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
-__device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
+#define STRATA_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 template <typename T>
 __global__ void residual_kernel(T* out, const T* a, const T* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    store(out, i, load(a, i) + load(b, i));
+  STRATA_GRID_STRIDE(i, n) store(out, i, load(a, i) + load(b, i));
 }
 
 template <typename D, typename S>
 __global__ void cast_kernel(D* dst, const S* src, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    store(dst, i, load(src, i));
+  STRATA_GRID_STRIDE(i, n) store(dst, i, load(src, i));
 }
 
-int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 65535)); }
+template <typename T>
+__global__ void accumulate_kernel(T* dst, const float* src, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) store(dst, i, load(dst, i) + src[i]);
+}
 
-template <typename F>
-void dispatch(int t, F&& f) {
-  switch (t) {
-    case 0:
-      return f(static_cast<float*>(nullptr));
-    case 1:
-      return f(static_cast<__nv_bfloat16*>(nullptr));
-    default:
-      return f(static_cast<__half*>(nullptr));
+template <typename T>
+__global__ void gelu_kernel(T* out, const T* inp, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) store(out, i, km::gelu(load(inp, i)));
+}
+
+// dinp may alias dout: each element is read before it is written, by the same thread.
+template <typename T>
+__global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) store(dinp, i, km::gelu_grad(load(inp, i)) * load(dout, i));
+}
+
+template <typename T>
+__global__ void swiglu_kernel(T* out, const T* gu, int64_t N, int64_t I) {
+  STRATA_GRID_STRIDE(k, N * I) {
+    const int64_t n = k / I, i = k % I;
+    store(out, k, km::swiglu(load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i)));
   }
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, int64_t N, int64_t I) {
+  STRATA_GRID_STRIDE(k, N * I) {
+    const int64_t n = k / I, i = k % I;
+    float dg, du;
+    km::swiglu_grad(load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i), load(dout, k), &dg, &du);
+    store(dgu, n * 2 * I + i, dg);
+    store(dgu, n * 2 * I + I + i, du);
+  }
+}
+
+template <typename T, typename B>
+__global__ void add_bias_kernel(T* out, const B* bias, int64_t N, int64_t C) {
+  STRATA_GRID_STRIDE(k, N * C) store(out, k, load(out, k) + load(bias, k % C));
 }
 
 }  // namespace
@@ -51,20 +68,89 @@ void dispatch(int t, F&& f) {
 void residual(void* out, const void* a, const void* b, int64_t n, int dtype, void* stream) {
   if (n == 0) return;
   dispatch(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    residual_kernel<<<grid_for(n), 256, 0, cudaStream_t(stream)>>>(static_cast<T*>(out), static_cast<const T*>(a),
-                                                                   static_cast<const T*>(b), n);
+    using T = STRATA_ELEM(tag);
+    residual_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
 void cast(void* dst, int dst_dtype, const void* src, int src_dtype, int64_t n, void* stream) {
   if (n == 0) return;
+  if (dst_dtype == src_dtype) {  // a plain copy (the engine's same-dtype convert)
+    const size_t esz = dst_dtype == 0 ? 4 : 2;
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * esz, cudaMemcpyDeviceToDevice, as_stream(stream)));
+    return;
+  }
   dispatch(dst_dtype, [&](auto* dtag) {
     dispatch(src_dtype, [&](auto* stag) {
-      using D = std::remove_pointer_t<decltype(dtag)>;
-      using S = std::remove_pointer_t<decltype(stag)>;
-      cast_kernel<<<grid_for(n), 256, 0, cudaStream_t(stream)>>>(static_cast<D*>(dst), static_cast<const S*>(src), n);
+      using D = STRATA_ELEM(dtag);
+      using S = STRATA_ELEM(stag);
+      cast_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<D*>(dst),
+                                                                           static_cast<const S*>(src), n);
+    });
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void accumulate(void* dst, int dst_dtype, const float* src, int64_t n, void* stream) {
+  if (n == 0) return;
+  dispatch(dst_dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    accumulate_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(dst), src, n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void gelu_forward(void* out, const void* inp, int64_t n, int dtype, void* stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    gelu_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out),
+                                                                         static_cast<const T*>(inp), n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void gelu_backward(void* dinp, const void* inp, const void* dout, int64_t n, int dtype, void* stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    gelu_backward_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(dinp), static_cast<const T*>(inp), static_cast<const T*>(dout), n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, int dtype, void* stream) {
+  if (N * I == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    swiglu_kernel<<<km::grid_for(N * I), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out),
+                                                                               static_cast<const T*>(gate_up), N, I);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, int dtype,
+                     void* stream) {
+  if (N * I == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    swiglu_backward_kernel<<<km::grid_for(N * I), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(dgate_up), static_cast<const T*>(gate_up), static_cast<const T*>(dout), N, I);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_t N, int64_t C, void* stream) {
+  if (N * C == 0) return;
+  dispatch(out_dtype, [&](auto* otag) {
+    dispatch(bias_dtype, [&](auto* btag) {
+      using T = STRATA_ELEM(otag);
+      using B = STRATA_ELEM(btag);
+      add_bias_kernel<<<km::grid_for(N * C), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out),
+                                                                                   static_cast<const B*>(bias), N, C);
     });
   });
   STRATA_CUDA_CHECK_LAUNCH();

@@ -1,81 +1,299 @@
-// Every CUDA kernel against its CPU reference (cpu/ops.h). Skipped, with the reason, on
-// machines without a GPU; the code still compiles and links wherever nvcc is found.
-#include <cuda_runtime.h>
+// Every op of the CUDA backend against the CPU backend (the reference, cpu/ops.h), on the
+// same random inputs, in f32 and bf16. Skipped, with the reason, where no GPU exists; the
+// code still compiles and links wherever nvcc is found (CI), and the kernels' element math
+// is tested on the host by test_kernel_math.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <memory>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
-#include "cpu/ops.h"
-#include "kernels/cuda_check.h"
+#include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
 
 namespace strata {
 namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  NormalRng r(seed, 0);
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * r.next();
+  return v;
+}
+
+// One tensor on both backends, filled with the same values (rounded to its dtype).
+struct Pair {
+  Buffer cpu, gpu;
+  DType t;
+  Shape s;
+  TensorView c() const { return cpu.view(t, s); }
+  TensorView g() const { return gpu.view(t, s); }
+};
 
 class CudaParity : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
     if (cuda::device_count(&why) == 0) GTEST_SKIP() << "no CUDA device here (" << why << ")";
+    gpu_ = std::make_unique<cuda::CudaBackend>(cuda::CudaBackendOptions{size_t(2) << 30, 0});
   }
-  template <typename T>
-  T* to_device(const std::vector<T>& h) {
-    void* d = nullptr;
-    STRATA_CUDA_CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
-    STRATA_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    ptrs_.push_back(d);
-    return static_cast<T*>(d);
+  Pair make(const std::vector<float>& v, DType t, Shape s) {
+    Pair p{cpu_.allocate(v.size() * dtype_size(t), "cpu"), gpu_->allocate(v.size() * dtype_size(t), "gpu"), t, s};
+    convert(p.cpu.data(), t, v.data(), DType::f32, v.size());
+    gpu_->upload(p.gpu.data(), p.cpu.data(), v.size() * dtype_size(t));
+    return p;
   }
-  template <typename T>
-  std::vector<T> to_host(const T* d, size_t n) {
-    std::vector<T> h(n);
-    STRATA_CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
+  Pair randp(DType t, Shape s, uint64_t seed, float scale = 1.0f) {
+    return make(randn(size_t(s.numel()), seed, scale), t, s);
   }
-  void TearDown() override {
-    for (void* p : ptrs_) cudaFree(p);
+  std::vector<float> host(const Buffer& b, DType t, size_t n, bool from_gpu) {
+    std::vector<uint8_t> raw(n * dtype_size(t));
+    if (from_gpu) {
+      gpu_->download(raw.data(), b.data(), raw.size());
+    } else {
+      std::memcpy(raw.data(), b.data(), raw.size());
+    }
+    std::vector<float> out(n);
+    convert(out.data(), DType::f32, raw.data(), t, n);
+    return out;
   }
-  std::vector<void*> ptrs_;
+  // ‖gpu − cpu‖ / ‖cpu‖ under tol (METHOD.md's measure), and no NaN where the CPU has none.
+  void expect_match(const Pair& p, double tol, const char* what) {
+    const size_t n = size_t(p.s.numel());
+    auto a = host(p.cpu, p.t, n, false), b = host(p.gpu, p.t, n, true);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::isnan(a[i]), std::isnan(b[i])) << what << " element " << i;
+      if (std::isnan(a[i])) continue;
+      num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), den += double(a[i]) * a[i];
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), tol) << what << " (" << dtype_name(p.t) << ")";
+  }
+  double tol(DType t) const { return t == DType::f32 ? 1e-5 : 1e-2; }
+  cpu::CpuBackend cpu_{{size_t(2) << 30, 0, /*opaque=*/false}};
+  std::unique_ptr<cuda::CudaBackend> gpu_;
 };
 
-std::vector<float> values(size_t n) {
-  NormalRng r(3, 0);
-  std::vector<float> v(n);
-  for (auto& x : v) x = 100.0f * r.next();
-  v[0] = INFINITY, v[1] = -INFINITY, v[2] = NAN, v[3] = 65520.0f, v[4] = 0x1p-25f;
-  return v;
-}
+const DType kActs[] = {DType::f32, DType::bf16};
 
-TEST_F(CudaParity, CastMatchesCpuBitForBit) {
-  const size_t n = 100003;
-  auto h = values(n);
-  float* d = to_device(h);
+TEST_F(CudaParity, CastAndConvertMatchBitForBit) {
+  const int64_t n = 100003;
+  auto v = randn(size_t(n), 3, 100.0f);
+  v[0] = INFINITY, v[1] = -INFINITY, v[2] = NAN, v[3] = 65520.0f, v[4] = 0x1p-25f;
+  Pair src = make(v, DType::f32, {n});
   for (DType t : {DType::bf16, DType::f16}) {
-    std::vector<uint16_t> ref(n);
-    cpu::cast({ref.data(), t, {int64_t(n)}}, {h.data(), DType::f32, {int64_t(n)}});
-    uint16_t* dout = to_device(std::vector<uint16_t>(n));
-    cuda::cast({dout, t, {int64_t(n)}}, {d, DType::f32, {int64_t(n)}}, nullptr);
-    auto got = to_host(dout, n);
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], ref[i]) << dtype_name(t) << " element " << i << " = " << h[i];
+    Pair dst = randp(t, {n}, 4);
+    cpu_.cast(dst.c(), src.c());
+    gpu_->cast(dst.g(), src.g());
+    auto a = host(dst.cpu, t, size_t(n), false), b = host(dst.gpu, t, size_t(n), true);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(a[size_t(i)])) continue;
+      ASSERT_EQ(a[size_t(i)], b[size_t(i)]) << dtype_name(t) << " " << i;
+    }
+    Pair acc = randp(t, {n}, 5);  // the engine's accumulate: dst = round(dst + src)
+    cpu_.convert(acc.cpu.data(), t, src.cpu.data(), DType::f32, n, true, cpu_.compute_stream());
+    gpu_->convert(acc.gpu.data(), t, src.gpu.data(), DType::f32, n, true, gpu_->compute_stream());
+    expect_match(acc, 0, "accumulate");
   }
 }
 
-TEST_F(CudaParity, ResidualMatchesCpu) {
-  const size_t n = 4099;
-  auto a = values(n), b = values(n);
-  std::vector<float> ref(n);
-  cpu::residual_forward({ref.data(), DType::f32, {int64_t(n)}}, {a.data(), DType::f32, {int64_t(n)}},
-                        {b.data(), DType::f32, {int64_t(n)}});
-  float* dout = to_device(std::vector<float>(n));
-  cuda::residual_forward({dout, DType::f32, {int64_t(n)}}, {to_device(a), DType::f32, {int64_t(n)}},
-                         {to_device(b), DType::f32, {int64_t(n)}}, nullptr);
-  auto got = to_host(dout, n);
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isnan(ref[i]) || !std::isnan(got[i])) {
-      ASSERT_EQ(got[i], ref[i]) << i;
+TEST_F(CudaParity, ElementwiseOps) {
+  for (DType t : kActs) {
+    const int64_t N = 37, C = 96;
+    Pair a = randp(t, {N, C}, 1), b = randp(t, {N, C}, 2), out = randp(t, {N, C}, 3);
+    cpu_.residual_forward(out.c(), a.c(), b.c());
+    gpu_->residual_forward(out.g(), a.g(), b.g());
+    expect_match(out, tol(t), "residual");
+    cpu_.gelu_forward(out.c(), a.c());
+    gpu_->gelu_forward(out.g(), a.g());
+    expect_match(out, tol(t), "gelu");
+    cpu_.gelu_backward(out.c(), a.c(), b.c());
+    gpu_->gelu_backward(out.g(), a.g(), b.g());
+    expect_match(out, tol(t), "gelu backward");
+    Pair gu = randp(t, {N, 2 * C}, 4), y = randp(t, {N, C}, 5), dgu = randp(t, {N, 2 * C}, 6);
+    cpu_.swiglu_forward(y.c(), gu.c());
+    gpu_->swiglu_forward(y.g(), gu.g());
+    expect_match(y, tol(t), "swiglu");
+    cpu_.swiglu_backward(dgu.c(), gu.c(), b.c());
+    gpu_->swiglu_backward(dgu.g(), gu.g(), b.g());
+    expect_match(dgu, tol(t), "swiglu backward");
+  }
+}
+
+TEST_F(CudaParity, Norms) {
+  for (DType t : kActs) {
+    const int64_t N = 300, C = 200;  // rows past one slice, columns past one strip
+    Pair x = randp(t, {N, C}, 1, 2.0f), w = randp(t, {C}, 2), bias = randp(t, {C}, 3), y = randp(t, {N, C}, 4);
+    Pair mean = randp(DType::f32, {N}, 5), rstd = randp(DType::f32, {N}, 6), dy = randp(t, {N, C}, 7);
+    Pair dx = randp(t, {N, C}, 8), dw = randp(DType::f32, {C}, 9), db = randp(DType::f32, {C}, 10);
+    cpu_.layernorm_forward(y.c(), mean.c(), rstd.c(), x.c(), w.c(), bias.c());
+    gpu_->layernorm_forward(y.g(), mean.g(), rstd.g(), x.g(), w.g(), bias.g());
+    expect_match(y, tol(t), "layernorm"), expect_match(rstd, 1e-5, "layernorm rstd");
+    cpu_.layernorm_backward(dx.c(), dw.c(), db.c(), dy.c(), x.c(), w.c(), mean.c(), rstd.c());
+    gpu_->layernorm_backward(dx.g(), dw.g(), db.g(), dy.g(), x.g(), w.g(), mean.g(), rstd.g());
+    expect_match(dx, tol(t), "layernorm dx"), expect_match(dw, 1e-5, "dweight"), expect_match(db, 1e-5, "dbias");
+    cpu_.rmsnorm_forward(y.c(), rstd.c(), x.c(), w.c(), 1e-6f);
+    gpu_->rmsnorm_forward(y.g(), rstd.g(), x.g(), w.g(), 1e-6f);
+    expect_match(y, tol(t), "rmsnorm");
+    cpu_.rmsnorm_backward(dx.c(), dw.c(), dy.c(), x.c(), w.c(), rstd.c());
+    gpu_->rmsnorm_backward(dx.g(), dw.g(), dy.g(), x.g(), w.g(), rstd.g());
+    expect_match(dx, tol(t), "rmsnorm dx"), expect_match(dw, 1e-5, "rmsnorm dweight");
+  }
+}
+
+TEST_F(CudaParity, MatmulForwardAndBackward) {
+  for (DType t : kActs) {
+    const int64_t N = 130, C = 96, OC = 160;
+    Pair x = randp(t, {N, C}, 1), w = randp(t, {OC, C}, 2, 0.1f), b = randp(t, {OC}, 3), y = randp(t, {N, OC}, 4);
+    cpu_.matmul_forward(y.c(), x.c(), w.c(), b.c());
+    gpu_->matmul_forward(y.g(), x.g(), w.g(), b.g());
+    expect_match(y, tol(t), "matmul");
+    Pair logits = randp(DType::f32, {N, OC}, 5);  // f32 out from low-precision operands
+    cpu_.matmul_forward(logits.c(), x.c(), w.c(), {});
+    gpu_->matmul_forward(logits.g(), x.g(), w.g(), {});
+    expect_match(logits, tol(t), "matmul to f32");
+    Pair pre = randp(t, {N, OC}, 10), act = randp(t, {N, OC}, 11);  // GPT-2's MLP: the GELU epilogue
+    cpu_.matmul_gelu_forward(act.c(), pre.c(), x.c(), w.c(), b.c());
+    gpu_->matmul_gelu_forward(act.g(), pre.g(), x.g(), w.g(), b.g());
+    expect_match(pre, tol(t), "matmul+gelu pre-activation"), expect_match(act, tol(t), "matmul+gelu");
+    Pair dy = randp(t, {N, OC}, 6), dx = randp(t, {N, C}, 7), dw = randp(DType::f32, {OC, C}, 8),
+         db = randp(DType::f32, {OC}, 9);
+    cpu_.matmul_backward(dx.c(), dw.c(), db.c(), dy.c(), x.c(), w.c());
+    gpu_->matmul_backward(dx.g(), dw.g(), db.g(), dy.g(), x.g(), w.g());
+    expect_match(dx, tol(t), "matmul dx"), expect_match(dw, 1e-5, "matmul dweight"), expect_match(db, 1e-5, "dbias");
+  }
+}
+
+TEST_F(CudaParity, AttentionForwardAndBackward) {
+  for (DType t : kActs)
+    for (int64_t T : {int64_t(1), int64_t(77), int64_t(256)}) {
+      const int64_t B = 2, NH = 3, hd = 64, C = NH * hd;
+      Pair qkv = randp(t, {B, T, 3 * C}, 1), out = randp(t, {B, T, C}, 2), lse = randp(DType::f32, {B, NH, T}, 3);
+      cpu_.attention_forward(out.c(), lse.c(), qkv.c(), int(NH));
+      gpu_->attention_forward(out.g(), lse.g(), qkv.g(), int(NH));
+      expect_match(out, tol(t), "attention"), expect_match(lse, 1e-5, "lse");
+      Pair dout = randp(t, {B, T, C}, 4), dqkv = randp(t, {B, T, 3 * C}, 5);
+      cpu_.attention_backward(dqkv.c(), dout.c(), qkv.c(), out.c(), lse.c(), int(NH));
+      gpu_->attention_backward(dqkv.g(), dout.g(), qkv.g(), out.g(), lse.g(), int(NH));
+      expect_match(dqkv, t == DType::f32 ? 1e-4 : 2e-2, "attention backward");
     }
+}
+
+TEST_F(CudaParity, LlamaOps) {
+  for (DType t : kActs) {
+    const int64_t B = 2, T = 33;
+    const int NH = 4, NKV = 2, hd = 16, Wf = (NH + 2 * NKV) * hd;
+    Pair fused = randp(t, {B, T, Wf}, 1), packed = randp(t, {B, T, 3 * NH * hd}, 2);
+    for (bool inverse : {false, true}) {
+      cpu_.rope(fused.c(), 0, NH + NKV, hd, 10000.0f, inverse);
+      gpu_->rope(fused.g(), 0, NH + NKV, hd, 10000.0f, inverse);
+      expect_match(fused, tol(t), "rope");
+    }
+    cpu_.gqa_expand(packed.c(), fused.c(), NH, NKV, hd);
+    gpu_->gqa_expand(packed.g(), fused.g(), NH, NKV, hd);
+    expect_match(packed, 0, "gqa expand");
+    cpu_.gqa_reduce(fused.c(), packed.c(), NH, NKV, hd);
+    gpu_->gqa_reduce(fused.g(), packed.g(), NH, NKV, hd);
+    expect_match(fused, tol(t), "gqa reduce");
+  }
+}
+
+TEST_F(CudaParity, EmbeddingAndCrossEntropy) {
+  for (DType t : kActs) {
+    const int64_t B = 2, T = 16, C = 64, V = 101, Vp = 128;
+    std::vector<int32_t> tokens(size_t(B * T)), targets(size_t(B * T));
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 37) % V), targets[i] = int32_t((i * 11) % V);
+    targets[3] = -1;  // masked
+    Pair wte = randp(t, {V, C}, 1), wpe = randp(t, {T, C}, 2), out = randp(t, {B, T, C}, 3);
+    cpu_.encoder_forward(out.c(), tokens, wte.c(), wpe.c());
+    gpu_->encoder_forward(out.g(), tokens, wte.g(), wpe.g());
+    expect_match(out, tol(t), "encoder");
+    Pair dwte = randp(DType::f32, {V, C}, 4), dwpe = randp(DType::f32, {T, C}, 5);
+    cpu_.encoder_backward(dwte.c(), dwpe.c(), out.c(), tokens);
+    gpu_->encoder_backward(dwte.g(), dwpe.g(), out.g(), tokens);
+    expect_match(dwte, 1e-6, "dwte"), expect_match(dwpe, 1e-6, "dwpe");
+    Pair logits = randp(DType::f32, {B * T, Vp}, 6, 3.0f), losses = randp(DType::f32, {B * T}, 7);
+    Pair sum = make({0.0f, 0.0f}, DType::f32, {2});  // a device f64 scalar (8 zero bytes)
+    cpu_.cross_entropy_forward_backward(losses.c(), logits.c(), targets, int(V), 0.5f, sum.cpu.as<double>(), 3.0, 2.0);
+    gpu_->cross_entropy_forward_backward(losses.g(), logits.g(), targets, int(V), 0.5f, sum.gpu.as<double>(), 3.0, 2.0);
+    expect_match(losses, 1e-6, "losses"), expect_match(logits, 1e-6, "dlogits");
+    double a = 0, b = 0;
+    std::memcpy(&a, sum.cpu.data(), 8);
+    gpu_->download(&b, sum.gpu.data(), 8);
+    EXPECT_NEAR(a, b, 1e-6 * std::fabs(a));
+  }
+}
+
+TEST_F(CudaParity, EngineOpsSquareSumAndAdamW) {
+  const int64_t n = 1'000'003;
+  Pair g = randp(DType::f32, {n}, 1);
+  Pair sq = make({0, 0}, DType::f32, {2});
+  cpu_.sum_squares(sq.cpu.as<double>(), g.cpu.data(), DType::f32, n, false, cpu_.compute_stream());
+  gpu_->sum_squares(sq.gpu.as<double>(), g.gpu.data(), DType::f32, n, false, gpu_->compute_stream());
+  double a = 0, b = 0;
+  std::memcpy(&a, sq.cpu.data(), 8);
+  gpu_->download(&b, sq.gpu.data(), 8);
+  EXPECT_NEAR(a, b, 1e-12 * a);
+  auto vv = randn(size_t(n), 4, 0.01f);
+  for (auto& x : vv) x = std::fabs(x);
+  Pair p = randp(DType::f32, {n}, 2), m = randp(DType::f32, {n}, 3, 0.1f), v = make(vv, DType::f32, {n});
+  Pair out = randp(DType::bf16, {n}, 5), bad = make({0}, DType::f32, {1});
+  for (bool on_gpu : {false, true}) {
+    Backend& be = on_gpu ? static_cast<Backend&>(*gpu_) : cpu_;
+    auto ptr = [&](const Pair& x) { return on_gpu ? x.gpu.data() : x.cpu.data(); };
+    AdamWArgs args;
+    args.param = static_cast<float*>(ptr(p)), args.m = static_cast<float*>(ptr(m)),
+    args.v = static_cast<float*>(ptr(v));
+    args.grad = ptr(g), args.param_out = ptr(out), args.out_dtype = DType::bf16, args.n = n;
+    args.lr = 1e-3f, args.beta2 = 0.95f, args.weight_decay = 0.1f, args.grad_scale = 0.5f, args.t = 3;
+    args.isa = 1;  // the CPU's scalar kernel: the CUDA kernel's arithmetic
+    be.adamw(args, static_cast<int32_t*>(ptr(bad)), be.compute_stream());
+  }
+  gpu_->compute_stream().synchronize();
+  expect_match(p, 0, "adamw param"), expect_match(m, 0, "adamw m"), expect_match(v, 0, "adamw v");
+  expect_match(out, 0, "adamw bf16 out");
+}
+
+// Memory: one carve-up of one allocation; the budget sees every buffer, and a buffer larger
+// than the GPU has is a clear error, not a crash.
+TEST_F(CudaParity, AllocatorChargesTheBudgetAndFailsClearly) {
+  const size_t before = gpu_->budget().used();
+  {
+    Buffer b = gpu_->allocate(size_t(100) << 20, "test:100MiB");
+    EXPECT_EQ(gpu_->budget().used(), before + (size_t(100) << 20));
+  }
+  EXPECT_EQ(gpu_->budget().used(), before);
+  EXPECT_THROW(gpu_->allocate(size_t(1) << 50, "test:too-large"), Error);
+  void* pinned = gpu_->host_allocate(1 << 20, true, "test:pinned");
+  gpu_->host_free(pinned, 1 << 20, true);
+}
+
+// Streams: work on one stream after an event recorded on another runs after it; host work
+// runs in order and its errors surface at synchronize.
+TEST_F(CudaParity, StreamsEventsAndHostWork) {
+  auto s1 = gpu_->make_stream("a"), s2 = gpu_->make_stream("b");
+  auto e = gpu_->make_event();
+  Buffer d = gpu_->allocate(1 << 24, "test:copy");
+  std::vector<uint8_t> src(1 << 24, 7), dst(1 << 24, 0);
+  void* pin = gpu_->host_allocate(1 << 24, true, "test:pin");
+  std::memcpy(pin, src.data(), src.size());
+  gpu_->copy_async(d.data(), pin, src.size(), *s1);
+  s1->record(*e);
+  s2->wait(*e);
+  gpu_->copy_async(dst.data(), d.data(), dst.size(), *s2);
+  int order = 0;
+  s2->launch_host([&] { order = order * 10 + 1; });
+  s2->launch_host([&] { order = order * 10 + 2; });
+  s2->synchronize();
+  EXPECT_EQ(order, 12);
+  EXPECT_EQ(dst, src);
+  s2->launch_host([] { throw_error("planted", "test"); });
+  EXPECT_THROW(s2->synchronize(), Error);
+  gpu_->host_free(pin, 1 << 24, true);
 }
 
 }  // namespace

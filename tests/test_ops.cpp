@@ -16,12 +16,7 @@
 namespace strata {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  NormalRng r(seed, 0);
-  std::vector<float> v(n);
-  for (auto& x : v) x = scale * r.next();
-  return v;
-}
+using test::randn;
 
 struct GemmCase {
   bool ta, tb;

@@ -14,6 +14,14 @@
 
 namespace strata::test {
 
+// n normal values times scale, from (seed, 0): the same inputs on every run.
+inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  NormalRng r(seed, 0);
+  std::vector<float> v(n);
+  for (auto& x : v) x = scale * r.next();
+  return v;
+}
+
 inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
 
 // The message of the strata::Error that f throws, or "(no error)".

@@ -14,4 +14,9 @@ void Backend::download(void* host_dst, const void* device_src, size_t bytes) {
   s.synchronize();
 }
 
+void Backend::matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias) {
+  matmul_forward(pre, inp, weight, bias);
+  gelu_forward(out, pre);
+}
+
 }  // namespace strata

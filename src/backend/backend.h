@@ -45,6 +45,9 @@ class Stream {
   // engine's busy time for the step timeline.
   virtual double busy_seconds() const = 0;
   virtual const std::string& name() const = 0;
+  // The device API's own stream (CUDA: the cudaStream_t), for a transport that launches on
+  // it (NCCL); nullptr where streams are the backend's own threads (CPU).
+  virtual void* native_handle() const { return nullptr; }
 };
 
 // The device-side AdamW of one parameter range (the engine's device shard): f32 master,
@@ -123,6 +126,9 @@ class Backend {
                                   TensorView inp, TensorView weight, TensorView mean, TensorView rstd) = 0;
   // out[N,OC] = inp[N,C] · weight[OC,C]^T + bias[OC]  (bias may be empty; out may be f32 logits)
   virtual void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) = 0;
+  // pre = inp · weight^T + bias and out = gelu(pre) (GPT-2's MLP up-projection, both kept for
+  // the backward). By default the two ops; the CUDA backend fuses them in cuBLASLt's epilogue.
+  virtual void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias);
   // dinp[N,C] = dout · weight (overwritten); dweight += dout^T · inp; dbias += Σ_n dout (f32)
   virtual void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                                TensorView weight) = 0;

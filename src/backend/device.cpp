@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #ifdef STRATA_HAVE_CUDA
+#include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
 #endif
 
@@ -12,10 +13,9 @@ namespace {
 
 // What this build and machine offer for cuda.
 struct CudaState {
-  bool built = false;    // compiled with the CUDA kernels
-  int gpus = 0;          // visible devices
-  std::string why;       // why none are visible
-  bool backend = false;  // the CUDA backend exists (S13)
+  bool built = false;  // compiled with the CUDA kernels
+  int gpus = 0;        // visible devices
+  std::string why;     // why none are visible
 };
 
 CudaState cuda_state() {
@@ -31,7 +31,6 @@ CudaState cuda_state() {
 std::string cuda_missing(const CudaState& s) {
   if (!s.built) return "this build has no CUDA (configure with -DSTRATA_CUDA=ON where nvcc and NCCL are installed)";
   if (s.gpus == 0) return "no GPU is visible (" + s.why + ")";
-  if (!s.backend) return std::to_string(s.gpus) + " GPU(s) are visible, but the CUDA backend is not written yet (S13)";
   return "";
 }
 
@@ -53,6 +52,10 @@ std::string resolve_device(const std::string& requested, std::string* note) {
 
 std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts) {
   const std::string device = resolve_device(requested);
+#ifdef STRATA_HAVE_CUDA
+  if (device == "cuda")
+    return std::make_unique<cuda::CudaBackend>(cuda::CudaBackendOptions{opts.memory_bytes, opts.gpu});
+#endif
   STRATA_CHECK(device == "cpu", "--device " + device + ": no backend", "this is a bug in device selection");
   return std::make_unique<cpu::CpuBackend>(cpu::CpuBackendOptions{opts.memory_bytes, opts.threads});
 }

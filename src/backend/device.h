@@ -12,10 +12,11 @@ namespace strata {
 struct DeviceOptions {
   size_t memory_bytes = size_t(8) << 30;  // the device's budget
   int threads = 0;                        // the CPU backend's threads for ops (0: all)
+  int gpu = 0;  // the CUDA device (modulo the visible ones): a rank's local rank, one GPU each
 };
 
-// What a request resolves to here: "cpu" or "cuda". auto: cuda when this build has CUDA, a GPU
-// is visible and the CUDA backend exists, else cpu (`note` says why not cuda when it matters).
+// What a request resolves to here: "cpu" or "cuda". auto: cuda when this build has CUDA and a
+// GPU is visible, else cpu (`note` says why not cuda when it matters).
 // cuda without one of those is an Error saying which is missing.
 std::string resolve_device(const std::string& requested, std::string* note = nullptr);
 std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts);

@@ -219,7 +219,8 @@ static int bench_suite_main(int argc, char** argv) {
       "nvme-path", "directory for NVMe offload runs (default: inside the results)", str(""))(
       "host-mem", "host RAM per rank for the plan and the runs (default: MemAvailable / ranks)", str(""))(
       "peak-tflops", "the device's peak TFLOP/s for MFU (0 = unknown)", str("0"))(
-      "run-timeout", "seconds one run may take", str("900"))("h,help", "show this help");
+      "run-timeout", "seconds one run may take", str("900"))(
+      "device", "auto | cpu | cuda: the backend every run's step runs on", str(d.device))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench suite", r)) return *done;
   bench::SuiteOptions b;
@@ -233,6 +234,8 @@ static int bench_suite_main(int argc, char** argv) {
     if (!b.host_mem.empty()) parse_bytes(b.host_mem, "--host-mem");
     b.peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");
     b.run_timeout = parse_double(r["run-timeout"].as<std::string>(), "--run-timeout");
+    b.device = r["device"].as<std::string>();
+    resolve_device(b.device);  // cuda where none can run: the error says what is missing
   } catch (const Error& e) {
     return usage_error("bench suite", e.what_failed());
   }

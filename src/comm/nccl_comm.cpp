@@ -15,7 +15,7 @@ namespace {
     ncclResult_t strata_nr_ = (call);                                                                        \
     if (strata_nr_ != ncclSuccess) [[unlikely]]                                                              \
       ::strata::throw_error(std::string(#call " failed: ") + ncclGetErrorString(strata_nr_) + " (rank " +    \
-                                std::to_string(rank_) + ", host " + host_ + ")",                             \
+                                std::to_string(rank_) + ", host " + host() + ")",                            \
                             "set NCCL_DEBUG=INFO for details; check NCCL_SOCKET_IFNAME on multi-host runs"); \
   } while (0)
 
@@ -49,63 +49,102 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
+// Calls f(T{}) with T the element type of t: the blocking API is typed.
+template <typename F>
+void with_type(CommType t, F&& f) {
+  switch (t) {
+    case CommType::f32:
+      return f(float{});
+    case CommType::f64:
+      return f(double{});
+    case CommType::i32:
+      return f(int32_t{});
+    case CommType::i64:
+      return f(int64_t{});
+    case CommType::u8:
+      return f(uint8_t{});
+    case CommType::u16:
+      return f(uint16_t{});
+  }
+}
+
 }  // namespace
 
-NcclComm::NcclComm(MpiComm& bootstrap, int device, void* stream)
-    : rank_(bootstrap.rank()), size_(bootstrap.size()), device_(device), host_(bootstrap.host()) {
+NcclComm::NcclComm(MpiComm& bootstrap, int device)
+    : rank_(bootstrap.rank()), size_(bootstrap.size()), device_(device), host_comm_(&bootstrap) {
   set_topology(bootstrap.topology());
+  count_into(bootstrap);
   STRATA_CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id;
   if (rank_ == 0) STRATA_NCCL_CHECK(ncclGetUniqueId(&id));
-  std::span<uint8_t> id_bytes(reinterpret_cast<uint8_t*>(&id), sizeof id);
-  bootstrap.broadcast(id_bytes, 0);
+  bootstrap.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&id), sizeof id), 0);
   ncclComm_t comm;
   STRATA_NCCL_CHECK(ncclCommInitRank(&comm, size_, id, rank_));
   comm_ = comm;
-  if (stream) {
-    stream_ = stream;
-  } else {
-    cudaStream_t s;
-    STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    stream_ = s, own_stream_ = true;
-  }
-  STRATA_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+}
+
+NcclComm::NcclComm(std::unique_ptr<Communicator> group, void* comm, int device, Communicator& counters)
+    : comm_(comm),
+      rank_(group->rank()),
+      size_(group->size()),
+      device_(device),
+      host_comm_(group.get()),
+      owned_host_(std::move(group)) {
+  set_topology(host_comm_->topology());
+  count_into(counters);
 }
 
 NcclComm::~NcclComm() {
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
-  if (own_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
-  if (scratch_) cudaFree(scratch_);
 }
 
+std::unique_ptr<Communicator> NcclComm::split(int color) {
+  std::unique_ptr<Communicator> group = host_comm_->split(color);
+  ncclComm_t sub;
+  STRATA_NCCL_CHECK(ncclCommSplit(static_cast<ncclComm_t>(comm_), color, rank_, &sub, nullptr));
+  return std::unique_ptr<Communicator>(new NcclComm(std::move(group), sub, device_, *this));
+}
+
+void NcclComm::enqueue(const Call& c, Stream& s) {
+  auto* st = static_cast<cudaStream_t>(s.native_handle());
+  STRATA_CHECK(st != nullptr, "an NCCL collective on stream '" + s.name() + "', which is not a CUDA stream",
+               "this is a bug: NCCL runs with the CUDA backend only");
+  auto* comm = static_cast<ncclComm_t>(comm_);
+  const double n = double(c.count), peers = double(size_ - 1);
+  switch (c.op) {
+    case Op::all_reduce:
+      STRATA_NCCL_CHECK(ncclAllReduce(c.in, c.out, c.count, nccl_type(c.type), nccl_op(c.reduce), comm, st));
+      return count_sent(2.0 * peers / double(size_) * n, c.type);
+    case Op::reduce_scatter:
+      STRATA_NCCL_CHECK(ncclReduceScatter(c.in, c.out, c.count, nccl_type(c.type), nccl_op(c.reduce), comm, st));
+      return count_sent(peers * n, c.type);
+    case Op::all_gather:
+      STRATA_NCCL_CHECK(ncclAllGather(c.in, c.out, c.count, nccl_type(c.type), comm, st));
+      return count_sent(peers * n, c.type);
+    case Op::broadcast:
+      STRATA_NCCL_CHECK(ncclBroadcast(c.in, c.out, c.count, nccl_type(c.type), c.root, comm, st));
+      return count_sent(size_ > 1 ? n : 0.0, c.type);
+  }
+}
+
+// Host buffers: the MPI communicator's collectives (they count themselves).
 void NcclComm::do_all_reduce(void* data, CommType t, size_t count, ReduceOp op) {
-  STRATA_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(t), nccl_op(op), static_cast<ncclComm_t>(comm_),
-                                  static_cast<cudaStream_t>(stream_)));
-  count_sent(2.0 * double(size_ - 1) / double(size_) * double(count), t);
+  with_type(t, [&]<typename T>(T) { host_comm_->all_reduce(std::span<T>(static_cast<T*>(data), count), op); });
 }
-
 void NcclComm::do_reduce_scatter(const void* in, void* out, CommType t, size_t count_out) {
-  STRATA_NCCL_CHECK(ncclReduceScatter(in, out, count_out, nccl_type(t), ncclSum, static_cast<ncclComm_t>(comm_),
-                                      static_cast<cudaStream_t>(stream_)));
-  count_sent(double(size_ - 1) * double(count_out), t);
+  with_type(t, [&]<typename T>(T) {
+    host_comm_->reduce_scatter(std::span<const T>(static_cast<const T*>(in), count_out * size_t(size_)),
+                               std::span<T>(static_cast<T*>(out), count_out));
+  });
 }
-
 void NcclComm::do_all_gather(const void* in, void* out, CommType t, size_t count_in) {
-  STRATA_NCCL_CHECK(ncclAllGather(in, out, count_in, nccl_type(t), static_cast<ncclComm_t>(comm_),
-                                  static_cast<cudaStream_t>(stream_)));
-  count_sent(double(size_ - 1) * double(count_in), t);
+  with_type(t, [&]<typename T>(T) {
+    host_comm_->all_gather(std::span<const T>(static_cast<const T*>(in), count_in),
+                           std::span<T>(static_cast<T*>(out), count_in * size_t(size_)));
+  });
 }
-
 void NcclComm::do_broadcast(void* data, CommType t, size_t count, int root) {
-  STRATA_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(t), root, static_cast<ncclComm_t>(comm_),
-                                  static_cast<cudaStream_t>(stream_)));
-  count_sent(size_ > 1 ? double(count) : 0.0, t);
-}
-
-void NcclComm::barrier() {
-  STRATA_NCCL_CHECK(ncclAllReduce(scratch_, scratch_, 1, ncclFloat32, ncclSum, static_cast<ncclComm_t>(comm_),
-                                  static_cast<cudaStream_t>(stream_)));
-  STRATA_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  with_type(t, [&]<typename T>(T) { host_comm_->broadcast(std::span<T>(static_cast<T*>(data), count), root); });
 }
 
 }  // namespace strata

@@ -170,8 +170,7 @@ void GPT2::layer_forward(int l, TensorView residual, TensorView out, bool recomp
   be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
-  be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
-  be_.gelu_forward(a.fch_gelu, a.fch);
+  be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
   if (recompute) return;
   be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
   be_.residual_forward(out, a.residual2, a.fcproj);

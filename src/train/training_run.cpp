@@ -4,6 +4,7 @@
 
 #include "backend/device.h"
 #include "comm/communicator.h"
+#include "comm/device_comm.h"
 #include "core/error.h"
 #include "model/model_factory.h"
 #include "train/resume.h"
@@ -63,7 +64,8 @@ void TrainingRun::open_device() {
   std::string device_note;
   const std::string device = resolve_device(opts.device, &device_note);  // asks CUDA once
   if (!quiet && !device_note.empty()) std::fprintf(stderr, "strata: note: %s\n", device_note.c_str());
-  backend = make_backend(device, {opts.device_mem, device_threads});
+  backend = make_backend(device, {opts.device_mem, device_threads, share.local_rank});
+  device_comm = make_device_comm(opts.comm, *backend);
   if (offload)
     tiers = std::make_unique<tier::TierManager>(
         *backend, tier::TierOptions{share.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
@@ -78,7 +80,7 @@ void TrainingRun::open_device() {
 // it; the model's gradients always come from the engine (in the gradient dtype it keeps).
 void TrainingRun::open_engine_and_model() {
   engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, opts.comm, host_threads));
-  engine = std::make_unique<zero::ZeroEngine>(*backend, opts.comm, engine_options,
+  engine = std::make_unique<zero::ZeroEngine>(*backend, device_comm ? device_comm.get() : opts.comm, engine_options,
                                               AdamWConfig{float(opts.beta1),
                                                           float(opts.beta2),
                                                           float(opts.eps),

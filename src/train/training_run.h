@@ -55,6 +55,9 @@ class TrainingRun {
   std::string pinned = "no";  // --pin-threads: how
   cpu::AdamIsa isa = cpu::AdamIsa::scalar;
   std::unique_ptr<Backend> backend;
+  // The engine's collectives on device buffers when opts.comm cannot reach them (NCCL over
+  // MPI on GPUs); null: the engine uses opts.comm. Counts into opts.comm's counters.
+  std::unique_ptr<Communicator> device_comm;
   std::unique_ptr<tier::TierManager> tiers;
   zero::ZeroOptions engine_options;
   std::unique_ptr<zero::ZeroEngine> engine;

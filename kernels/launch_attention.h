@@ -1,0 +1,19 @@
+// Raw-pointer launchers of the causal attention kernels (kernels/attention.cu), with the
+// contract of cpu::attention_forward / cpu::attention_backward: qkv [B,T,3C] (q|k|v, each
+// C = NH·hd, head h at columns h·hd), out and dout [B,T,C], lse f32 [B,NH,T] (log-sum-exp
+// of the scaled scores), dqkv [B,T,3C] overwritten. No T×T matrix is ever stored: the
+// forward is an online softmax, the backward recomputes the probabilities from lse.
+// dtype codes: 0 = f32, 1 = bf16, 2 = f16 (arithmetic in f32); hd in 1..256. `stream` is
+// a cudaStream_t. Deterministic: every output element is written once, by one thread.
+#pragma once
+#include <cstddef>
+
+namespace strata::cuda::launch {
+
+void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype, void* stream);
+// Device scratch the backward needs: D = Σ dout·out per row, f32 [B,NH,T].
+size_t attention_backward_scratch_bytes(int B, int T, int NH);
+void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
+                        int B, int T, int NH, int hd, int dtype, void* stream);
+
+}  // namespace strata::cuda::launch

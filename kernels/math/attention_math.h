@@ -1,0 +1,87 @@
+// The element math of the causal attention kernels (kernels/attention.cu), compiled for
+// the device there and for the host by the serial drivers in attention_host.h, which CI
+// holds to the CPU backend's cpu::attention_forward / cpu::attention_backward.
+//
+// Conventions are the CPU reference's: q is scaled by 1/sqrt(hd) in f32 before the dot
+// with k (so s = (q·scale)·k), lse holds m + log Σ exp(s - m) of those scaled scores, and
+// the backward recomputes P = exp(s - lse) rather than storing any T×T matrix.
+//
+// The forward is an online softmax over key tiles of kAttnTile keys: each tile's scores
+// are masked, their maximum raises the running max m (the earlier sum l and output
+// accumulator are rescaled by exp(m_old - m_new)), and the tile's weights exp(s - m) are
+// added to l and, times v, to the accumulator. Reductions over a tile (max, sum) and the
+// dot products are each side's own (warp shuffles on the device, loops on the host).
+#pragma once
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/math/hd.h"
+
+namespace strata::kernel_math {
+
+// Keys (forward, dq) or queries (dk/dv) per tile: one per lane of a warp.
+constexpr int kAttnTile = 32;
+// Largest head dimension the kernels take (eight f32 accumulators per lane and row).
+constexpr int kAttnMaxHeadDim = 256;
+
+// 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides).
+STRATA_HD float attn_scale(int hd) { return 1.0f / sqrtf(float(hd)); }
+
+// Causal mask: query i sees keys j ≤ i.
+STRATA_HD bool attn_visible(int i, int j) { return j <= i; }
+// A masked score is -inf so that it neither raises the max nor adds weight.
+STRATA_HD float attn_masked_score(float dot, bool visible) { return visible ? dot : -INFINITY; }
+
+// ---- forward: online softmax of one query row ----
+struct SoftmaxState {
+  float m;  // running max of the scores seen so far (-inf before any)
+  float l;  // Σ exp(s - m) over those scores
+};
+STRATA_HD SoftmaxState softmax_init() { return SoftmaxState{-INFINITY, 0.0f}; }
+// Raises the running max to cover a tile whose largest masked score is tile_max, rescales
+// l, and returns the factor the output accumulator must be multiplied by. The first
+// visible score gives exp(-inf) = 0 (l and the accumulator are still 0). A fully masked
+// tile (tile_max = -inf) leaves everything unchanged: the factor is exactly 1, and 1 also
+// while nothing has been seen, where exp(-inf - -inf) would be NaN.
+STRATA_HD float softmax_rescale(SoftmaxState& st, float tile_max) {
+  const float m_new = fmaxf(st.m, tile_max);
+  const float alpha = m_new == -INFINITY ? 1.0f : expf(st.m - m_new);
+  st.m = m_new;
+  st.l *= alpha;
+  return alpha;
+}
+// Unnormalised weight of a score after softmax_rescale for its tile (0 for a masked one).
+STRATA_HD float softmax_weight(float s, const SoftmaxState& st) { return s == -INFINITY ? 0.0f : expf(s - st.m); }
+// Adds a tile's Σ softmax_weight to the running sum.
+STRATA_HD void softmax_accumulate(SoftmaxState& st, float tile_sum) { st.l += tile_sum; }
+// The saved statistic: log Σ_j exp(s_j) = m + log l.
+STRATA_HD float softmax_lse(const SoftmaxState& st) { return st.m + logf(st.l); }
+// out = accumulator · softmax_inv (the CPU reference also multiplies by 1/sum).
+STRATA_HD float softmax_inv(const SoftmaxState& st) { return 1.0f / st.l; }
+
+// ---- backward ----
+// P_ij recomputed from the score and the row's saved lse.
+STRATA_HD float attn_prob(float s, float lse) { return expf(s - lse); }
+// dS_ij = P_ij·(dP_ij - D_i), dP_ij = dout_i·v_j, D_i = Σ_c dout_ic·out_ic (= Σ_j P_ij·dP_ij).
+STRATA_HD float attn_dscore(float p, float dp, float D) { return p * (dp - D); }
+// A masked pair contributes neither to dv (P = 0) nor to dq/dk (dS = 0).
+STRATA_HD void attn_grad_pair(float s, float dp, float lse, float D, bool visible, float* p, float* ds) {
+  *p = visible ? attn_prob(s, lse) : 0.0f;
+  *ds = visible ? attn_dscore(*p, dp, D) : 0.0f;
+}
+
+// ---- launch shapes (host arithmetic, shared by the launchers and the tests) ----
+// f32 accumulators per lane for one row: hd split over the 32 lanes, rounded up to 1, 2,
+// 4 or 8 so that few kernel variants cover every hd ≤ kAttnMaxHeadDim.
+inline int attn_lane_chunks(int hd) {
+  const int need = (hd + kAttnTile - 1) / kAttnTile;
+  return need <= 1 ? 1 : need <= 2 ? 2 : need <= 4 ? 4 : 8;
+}
+// Head rows are padded to a multiple of 4 floats in shared memory (float4 reads, zero pad).
+STRATA_HD int attn_padded_hd(int hd) { return (hd + 3) & ~3; }
+// Transposed tiles hold element (row r, dim d) at d·kAttnTileStride + r: the odd stride
+// keeps both a lane-per-row and a lane-per-dim access free of bank conflicts.
+constexpr int kAttnTileStride = kAttnTile + 1;
+inline size_t attn_tile_floats(int hd) { return size_t(attn_padded_hd(hd)) * kAttnTileStride; }
+
+}  // namespace strata::kernel_math

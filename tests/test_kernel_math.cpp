@@ -1,0 +1,262 @@
+// The CUDA kernels' element math (kernels/math/), built for the host, against the CPU
+// backend's ops: CI has no GPU, so this is where a wrong formula is caught. Each driver
+// below does on the host what the kernel does per thread (same functions, same order of
+// the per-row reductions where the order matters), and the launch-shape helpers are held
+// to the splits the kernels assume.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/rng.h"
+#include "cpu/adam/adam.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/engine_ops.h"
+#include "cpu/ops.h"
+#include "kernels/math/element_math.h"
+#include "kernels/math/launch_shape.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+namespace km = kernel_math;
+
+using test::randn;
+
+TensorView f32(std::vector<float>& v, Shape s) { return {v.data(), DType::f32, s}; }
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, float rel, const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], rel * (1.0f + std::fabs(ref[i]))) << what << " element " << i;
+}
+
+struct Fixture : ::testing::Test {
+  cpu::CpuBackend be{{size_t(64) << 20, 1, /*opaque=*/false}};
+  cpu::Workspace ws{[this](size_t n, const std::string& tag) { return be.allocate(n, tag); }};
+};
+using KernelMath = Fixture;
+
+TEST_F(KernelMath, GeluAndItsGradient) {
+  const int64_t n = 4099;
+  auto x = randn(size_t(n), 1, 3.0f), dy = randn(size_t(n), 2);
+  std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n)), dref = dy, dgot(static_cast<size_t>(n));
+  cpu::gelu_forward(f32(ref, {n}), f32(x, {n}));
+  cpu::gelu_backward(f32(dref, {n}), f32(x, {n}), f32(dref, {n}));
+  for (int64_t i = 0; i < n; ++i) got[size_t(i)] = km::gelu(x[size_t(i)]);
+  for (int64_t i = 0; i < n; ++i) dgot[size_t(i)] = km::gelu_grad(x[size_t(i)]) * dy[size_t(i)];
+  // The CPU's tanh is a vector approximation (about 1e-6): 1 - th² amplifies it where th → ±1.
+  expect_close(got, ref, 1e-5f, "gelu");
+  expect_close(dgot, dref, 1e-5f, "gelu'");
+}
+
+TEST_F(KernelMath, SwiGluAndItsGradient) {
+  const int64_t N = 7, I = 33;
+  auto gu = randn(size_t(N * 2 * I), 3, 2.0f), dy = randn(size_t(N * I), 4);
+  std::vector<float> ref(static_cast<size_t>(N * I)), dref(static_cast<size_t>(N * 2 * I)),
+      got(static_cast<size_t>(N * I)), dgot(static_cast<size_t>(N * 2 * I));
+  cpu::swiglu_forward(f32(ref, {N, I}), f32(gu, {N, 2 * I}));
+  cpu::swiglu_backward(f32(dref, {N, 2 * I}), f32(gu, {N, 2 * I}), f32(dy, {N, I}));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      const float g = gu[size_t(n * 2 * I + i)], u = gu[size_t(n * 2 * I + I + i)];
+      got[size_t(n * I + i)] = km::swiglu(g, u);
+      km::swiglu_grad(g, u, dy[size_t(n * I + i)], &dgot[size_t(n * 2 * I + i)], &dgot[size_t(n * 2 * I + I + i)]);
+    }
+  expect_close(got, ref, 1e-6f, "swiglu");
+  expect_close(dgot, dref, 1e-6f, "swiglu'");
+}
+
+TEST_F(KernelMath, LayerNormForwardAndBackward) {
+  const int64_t N = 9, C = 70;
+  auto x = randn(size_t(N * C), 5, 2.0f), w = randn(size_t(C), 6), b = randn(size_t(C), 7),
+       dy = randn(size_t(N * C), 8);
+  std::vector<float> y(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N)),
+      dx = randn(static_cast<size_t>(N * C), 9);
+  std::vector<float> dw(static_cast<size_t>(C), 0.5f), db(static_cast<size_t>(C), -0.5f);
+  std::vector<float> gy(y.size()), gdx = dx, gdw = dw, gdb = db;
+  cpu::layernorm_forward(f32(y, {N, C}), f32(mean, {N}), f32(rstd, {N}), f32(x, {N, C}), f32(w, {C}), f32(b, {C}));
+  cpu::layernorm_backward(f32(dx, {N, C}), f32(dw, {C}), f32(db, {C}), f32(dy, {N, C}), f32(x, {N, C}), f32(w, {C}),
+                          f32(mean, {N}), f32(rstd, {N}), ws);
+  for (int64_t n = 0; n < N; ++n) {  // norms.cu: a warp's row sums, then the element math
+    const float* xr = &x[size_t(n * C)];
+    float s = 0, v = 0, a = 0, bb = 0;
+    for (int64_t c = 0; c < C; ++c) s += xr[c];
+    const float m = s / float(C);
+    for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
+    const float r = km::norm_rstd(v, int(C), km::kLayerNormEps);
+    EXPECT_NEAR(m, mean[size_t(n)], 1e-5f);
+    EXPECT_NEAR(r, rstd[size_t(n)], 1e-5f * r);
+    for (int64_t c = 0; c < C; ++c) {
+      gy[size_t(n * C + c)] = km::layernorm_out(xr[c], m, r, w[size_t(c)], b[size_t(c)]);
+      const float dnorm = w[size_t(c)] * dy[size_t(n * C + c)];
+      a += dnorm, bb += dnorm * (xr[c] - m) * r;
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const float g = dy[size_t(n * C + c)];
+      gdx[size_t(n * C + c)] += km::layernorm_dx(xr[c], m, r, w[size_t(c)], g, a / float(C), bb / float(C));
+      gdw[size_t(c)] += (xr[c] - m) * r * g, gdb[size_t(c)] += g;
+    }
+  }
+  expect_close(gy, y, 1e-5f, "layernorm y");
+  expect_close(gdx, dx, 1e-5f, "layernorm dx");
+  expect_close(gdw, dw, 1e-5f, "layernorm dweight");
+  expect_close(gdb, db, 1e-5f, "layernorm dbias");
+}
+
+TEST_F(KernelMath, RmsNormForwardAndBackward) {
+  const int64_t N = 6, C = 48;
+  const float eps = 1e-6f;
+  auto x = randn(size_t(N * C), 10), w = randn(size_t(C), 11), dy = randn(size_t(N * C), 12);
+  std::vector<float> y(static_cast<size_t>(N * C)), rstd(static_cast<size_t>(N)), dx(static_cast<size_t>(N * C), 0.25f),
+      dw(static_cast<size_t>(C), 0.0f);
+  std::vector<float> gy(y.size()), gdx = dx, gdw = dw;
+  cpu::rmsnorm_forward(f32(y, {N, C}), f32(rstd, {N}), f32(x, {N, C}), f32(w, {C}), eps);
+  cpu::rmsnorm_backward(f32(dx, {N, C}), f32(dw, {C}), f32(dy, {N, C}), f32(x, {N, C}), f32(w, {C}), f32(rstd, {N}),
+                        ws);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = &x[size_t(n * C)];
+    float ss = 0, dot = 0;
+    for (int64_t c = 0; c < C; ++c) ss += xr[c] * xr[c];
+    const float r = km::norm_rstd(ss, int(C), eps);
+    for (int64_t c = 0; c < C; ++c) {
+      gy[size_t(n * C + c)] = km::rmsnorm_out(xr[c], r, w[size_t(c)]);
+      dot += w[size_t(c)] * dy[size_t(n * C + c)] * xr[c] * r;
+    }
+    dot /= float(C);
+    for (int64_t c = 0; c < C; ++c) {
+      gdx[size_t(n * C + c)] += km::rmsnorm_dx(xr[c], r, w[size_t(c)], dy[size_t(n * C + c)], dot);
+      gdw[size_t(c)] += xr[c] * r * dy[size_t(n * C + c)];
+    }
+  }
+  expect_close(gy, y, 1e-5f, "rmsnorm y");
+  expect_close(gdx, dx, 1e-5f, "rmsnorm dx");
+  expect_close(gdw, dw, 1e-5f, "rmsnorm dweight");
+}
+
+TEST_F(KernelMath, RotaryEmbeddingsAndTheirInverse) {
+  const int64_t B = 2, T = 5;
+  const int heads = 3, first = 1, hd = 8, W = 5 * hd;
+  const float theta = 10000.0f;
+  for (bool inverse : {false, true}) {
+    auto ref = randn(size_t(B * T * W), 13), got = ref;
+    cpu::rope(f32(ref, {B, T, W}), first, heads, hd, theta, inverse);
+    for (int64_t n = 0; n < B * T; ++n)  // llama.cu: the table's cos/sin, then the rotation
+      for (int h = first; h < first + heads; ++h)
+        for (int i = 0; i < hd / 2; ++i) {
+          const float a = km::rope_angle(int(n % T), i, hd, theta);
+          float* v = &got[size_t(n * W + h * hd)];
+          km::rope_rotate(&v[i], &v[i + hd / 2], std::cos(a), (inverse ? -1.0f : 1.0f) * std::sin(a));
+        }
+    expect_close(got, ref, 1e-6f, inverse ? "rope inverse" : "rope");
+  }
+}
+
+TEST_F(KernelMath, CrossEntropyLossAndGradient) {
+  const int64_t N = 5, Vp = 40;
+  const int vocab = 37;
+  const float dloss = 0.25f;
+  auto logits = randn(size_t(N * Vp), 14, 4.0f), got = logits;
+  std::vector<int32_t> targets = {3, -1, 36, 0, 17};
+  std::vector<float> losses(static_cast<size_t>(N)), glosses(static_cast<size_t>(N));
+  const double total =
+      cpu::cross_entropy_forward_backward(f32(losses, {N}), f32(logits, {N, Vp}), targets, vocab, dloss);
+  double gtotal = 0;
+  for (int64_t n = 0; n < N; ++n) {  // embed_loss.cu: the row's max and Σ exp, then the element math
+    float* row = &got[size_t(n * Vp)];
+    const int32_t t = targets[size_t(n)];
+    if (t < 0) {
+      for (int64_t v = 0; v < Vp; ++v) row[v] = 0;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int v = 0; v < vocab; ++v) mx = std::max(mx, row[v]);
+    double s = 0;
+    for (int v = 0; v < vocab; ++v) s += double(std::exp(row[v] - mx));
+    const float target_logit = row[t];
+    glosses[size_t(n)] = float(km::cross_entropy_loss(mx, s, target_logit));
+    gtotal += glosses[size_t(n)];
+    for (int64_t v = 0; v < Vp; ++v) row[v] = v < vocab ? km::cross_entropy_grad(row[v], mx, s, dloss, v == t) : 0.0f;
+  }
+  expect_close(glosses, losses, 1e-6f, "losses");
+  expect_close(got, logits, 1e-6f, "dlogits");
+  EXPECT_NEAR(gtotal, total, 1e-5 * std::fabs(total));
+}
+
+// optimizer.cu's AdamW is the CPU scalar kernel's arithmetic: bit for bit.
+TEST_F(KernelMath, AdamWMatchesTheCpuKernelBitForBit) {
+  const int64_t n = 1000;
+  auto p = randn(size_t(n), 15), m = randn(size_t(n), 16, 0.1f), v = randn(size_t(n), 17, 0.01f),
+       g = randn(size_t(n), 18);
+  for (auto& x : v) x = std::fabs(x);
+  g[7] = INFINITY;
+  auto rp = p, rm = m, rv = v;
+  cpu::AdamTensors t;
+  t.param = rp.data(), t.m = rm.data(), t.v = rv.data(), t.grad = g.data(), t.grad_dtype = DType::f32, t.n = n;
+  const cpu::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 7, 0.5f};
+  const bool ref_bad = cpu::adam_step(t, h, {cpu::AdamIsa::scalar, 1});
+  const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i)
+    bad |= !km::adamw_element(&p[size_t(i)], &m[size_t(i)], &v[size_t(i)], g[size_t(i)], c);
+  EXPECT_EQ(bad, ref_bad);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 7) continue;  // non-finite: both produce NaN
+    ASSERT_EQ(p[size_t(i)], rp[size_t(i)]) << i;
+    ASSERT_EQ(m[size_t(i)], rm[size_t(i)]) << i;
+    ASSERT_EQ(v[size_t(i)], rv[size_t(i)]) << i;
+  }
+}
+
+TEST(LaunchShape, GridsCoverTheWorkAndStayLegal) {
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(1) << 34}) {
+    const int g = km::grid_for(n);
+    EXPECT_GE(g, 1);
+    EXPECT_LE(int64_t(g), km::kMaxGrid);  // grid-stride loops cover what one pass does not
+    if (n > 0 && n < km::kMaxGrid * km::kThreads) {
+      EXPECT_GE(int64_t(g) * km::kThreads, n);
+    }
+  }
+  EXPECT_EQ(km::grid_for_rows(1), 1);
+  EXPECT_EQ(km::grid_for_rows(km::kRowsPerBlock + 1), 2);
+  EXPECT_EQ(km::kRowsPerBlock * km::kWarp, km::kThreads);  // one warp per row
+}
+
+// The square sum's chunks are the CPU backend's: the same split of any n, at most the
+// partial buffer's length, covering [0, n) exactly.
+TEST(LaunchShape, SquareSumChunksCoverEveryElementOnce) {
+  for (int64_t n : {int64_t(1), int64_t(4095), int64_t(4096), int64_t(4097), int64_t(10'000'019), int64_t(1) << 33}) {
+    const int64_t chunk = km::square_chunk(n), chunks = km::square_chunks(n);
+    EXPECT_LE(chunks, km::kMaxSquareChunks) << n;
+    EXPECT_GE(chunk * chunks, n);
+    EXPECT_LT(chunk * (chunks - 1), n);
+    EXPECT_EQ(chunk % 8, 0);
+  }
+  EXPECT_EQ(km::square_chunks(0), 0);
+  // The same chunking as cpu::sum_squares, so the f64 partials are added in the same groups.
+  std::vector<float> x = randn(100'003, 19);
+  double ref = cpu::sum_squares(x.data(), DType::f32, int64_t(x.size()), false), total = 0;
+  const int64_t chunk = km::square_chunk(int64_t(x.size()));
+  for (int64_t c = 0; c < km::square_chunks(int64_t(x.size())); ++c) {
+    double s = 0;
+    for (int64_t i = c * chunk; i < std::min<int64_t>(int64_t(x.size()), (c + 1) * chunk); ++i)
+      s += double(x[size_t(i)]) * double(x[size_t(i)]);
+    total += s;
+  }
+  EXPECT_NEAR(total, ref, 1e-12 * ref);
+}
+
+TEST(LaunchShape, ColumnSlicesPartitionTheRows) {
+  for (int64_t rows : {int64_t(1), int64_t(31), int64_t(64), int64_t(1000), int64_t(1) << 20}) {
+    const int s = km::column_slices(rows);
+    EXPECT_GE(s, 1);
+    EXPECT_LE(s, km::kColumnSlices);
+    EXPECT_EQ(km::slice_begin(rows, s, 0), 0);
+    EXPECT_EQ(km::slice_begin(rows, s, s), rows);
+    for (int i = 0; i < s; ++i) EXPECT_LE(km::slice_begin(rows, s, i), km::slice_begin(rows, s, i + 1));
+  }
+}
+
+}  // namespace
+}  // namespace strata
