@@ -145,7 +145,7 @@ void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
   ts.param_out = host_address(a.param_out);
   ts.out_dtype = a.out_dtype;
   ts.n = a.n;
-  const AdamHyper hp{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, true, true, a.t, a.grad_scale};
+  const AdamHyper hp{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, true, a.bias_correction, a.t, a.grad_scale};
   const AdamOptions ko{AdamIsa(a.isa), a.threads, a.tile};
   if (adam_step(ts, hp, ko) && nonfinite) *host_address(nonfinite) = 1;
 }

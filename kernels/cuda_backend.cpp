@@ -143,7 +143,7 @@ void CudaBackend::sum_squares(double* out, const void* x, DType t, int64_t n, bo
 
 void CudaBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
   const kernel_math::AdamConsts c =
-      kernel_math::adam_consts(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, a.t);
+      kernel_math::adam_consts(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, a.t, a.bias_correction);
   launch::AdamLaunch l{a.param,
                        a.m,
                        a.v,

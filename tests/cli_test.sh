@@ -133,8 +133,33 @@ case $case_name in
     "$bin" train --model "$tmp/hf" --steps 1 --log-every 1 --out "$tmp/ft" 2>"$tmp/err" || fail "import failed: $(cat "$tmp/err")"
     first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
     awk -v l="$first" 'BEGIN { exit !(l < 5.0) }' || fail "imported model's loss $first is not below a fresh model's 5.53"
-    expect_error 1 "neither a checkpoint" -- export "$tmp" --out "$tmp/x"
+        expect_error 1 "neither a checkpoint" -- export "$tmp" --out "$tmp/x"
     expect_error 2 "\-\-out" -- export "$tmp/run"
+    # OUT/checkpoints names the newest checkpoint too.
+    "$bin" export "$tmp/run/checkpoints" --out "$tmp/hf2" 2>"$tmp/err" || fail "export OUT/checkpoints: $(cat "$tmp/err")"
+    [[ -s "$tmp/hf2/model.safetensors" ]] || fail "export OUT/checkpoints wrote $(ls "$tmp/hf2")"
+    # A model directory brings its tokenizer files, generation_config.json and special token
+    # ids into the export of a run that started from it.
+    python3 - "$tmp/hf/config.json" <<'PY' || fail "could not add token ids"
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(bos_token_id=1, eos_token_id=2); json.dump(c, open(sys.argv[1], "w"))
+PY
+    echo '{"version": "1.0"}' >"$tmp/hf/tokenizer.json"
+    echo '{"bos_token_id": 1, "eos_token_id": 2}' >"$tmp/hf/generation_config.json"
+    "$bin" train --model "$tmp/hf" --steps 2 --save-every 2 --out "$tmp/ft2" 2>"$tmp/err" || fail "fine-tune: $(cat "$tmp/err")"
+    "$bin" export "$tmp/ft2" --out "$tmp/hf3" 2>"$tmp/err" || fail "export after fine-tuning: $(cat "$tmp/err")"
+    for f in tokenizer.json generation_config.json; do [[ -s "$tmp/hf3/$f" ]] || fail "export lacks $f: $(ls "$tmp/hf3")"; done
+    grep -q '"bos_token_id": 1' "$tmp/hf3/config.json" && grep -q '"eos_token_id": 2' "$tmp/hf3/config.json" ||
+      fail "token ids not kept: $(cat "$tmp/hf3/config.json")"
+    grep -q '"torch_dtype": "float32"' "$tmp/hf3/config.json" || fail "torch_dtype: $(cat "$tmp/hf3/config.json")"
+    # A model directory without weights trains only with --init random; PyTorch weights get
+    # the conversion command.
+    mkdir -p "$tmp/noweights" && cp "$tmp/hf/config.json" "$tmp/noweights/"
+    expect_error 1 "has config.json but no weights" -- train --model "$tmp/noweights" --steps 1 --out "$tmp/nw"
+    "$bin" train --model "$tmp/noweights" --init random --steps 1 --out "$tmp/nw2" 2>"$tmp/err" ||
+      fail "--init random: $(cat "$tmp/err")"
+    touch "$tmp/noweights/pytorch_model.bin"
+    expect_error 1 "save_pretrained" -- train --model "$tmp/noweights" --steps 1 --out "$tmp/nw3"
     echo "ok: imported loss $first" ;;
   llama_finetune)
     # A Llama trained, exported in Hugging Face's names, and fine-tuned from the export on
@@ -159,7 +184,7 @@ case $case_name in
     "$bin" train --model "$src/configs/llama-bytes.json" --data "$src/data/sft-tiny.jsonl" \
       --tokenizer "$src/tests/fixtures/spm-tiny/tokenizer.model" --seq-len 32 --steps 40 --log-every 1 \
       --out "$tmp/ft" 2>"$tmp/err" || fail "fine-tuning failed: $(cat "$tmp/err")"
-    grep -q "400 prompt/completion records" "$tmp/err" || fail "no data line: $(cat "$tmp/err")"
+    grep -q "400 records" "$tmp/err" || fail "no data line: $(cat "$tmp/err")"
     first=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | head -1 | cut -d: -f2)
     last=$(grep -o '"loss":[0-9.]*' "$tmp/ft/metrics.jsonl" | tail -1 | cut -d: -f2)
     awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || fail "loss $first -> $last did not fall"
@@ -167,6 +192,94 @@ case $case_name in
     expect_error 1 "bad.jsonl', line 2: invalid JSON" -- train --data "$tmp/bad.jsonl" --tokenizer bytes --steps 1
     expect_error 1 "text records need a tokenizer" -- train --data "$tmp/bad.jsonl" --steps 1
     expect_error 1 "\-\-tokenizer is for JSONL data" -- train --tokenizer bytes --steps 1
+    echo "ok: loss $first -> $last" ;;
+    finetune_hf)
+    # The README's "Fine-tune a Hugging Face model", end to end: a model directory with weights,
+    # tokenizer and chat template; chat JSONL; prepare, train, export; the export loads.
+    py="$src/.venv/bin/python"
+    [[ -x $py ]] || { echo "skipped: no $py (tools/setup.sh makes it)"; exit 77; }
+    "$bin" train --model "$src/configs/llama-tiny-bytes.json" --seq-len 64 --steps 1 --save-every 1 --out "$tmp/pre" 2>/dev/null ||
+      fail "making the starting model failed"
+    "$bin" export "$tmp/pre" --out "$tmp/model" 2>/dev/null || fail "exporting the starting model failed"
+    cp "$src"/tests/fixtures/hf-chat-tiny/*.json "$tmp/model/"  # "downloaded": weights, tokenizer, template
+    "$py" "$src/tools/prepare_data.py" --model "$tmp/model" --input "$src/data/chat-tiny.jsonl" \
+      --output "$tmp/chat.ids.jsonl" >/dev/null 2>"$tmp/err" || fail "prepare: $(cat "$tmp/err")"
+    "$bin" train --model "$tmp/model" --data "$tmp/chat.ids.jsonl" --steps 40 --lr 5e-3 --seq-len 64 \
+      --save-every 40 --out "$tmp/ft" 2>"$tmp/err" || fail "train: $(cat "$tmp/err")"
+    "$bin" export "$tmp/ft" --out "$tmp/ft/hf" --dtype bf16 2>"$tmp/err" || fail "export: $(cat "$tmp/err")"
+    "$py" - "$tmp/ft/hf" <<'PY' >"$tmp/out" 2>"$tmp/err" || fail "the export does not load: $(tail -5 "$tmp/err")"
+import json, sys
+from safetensors import safe_open
+from transformers import AutoConfig, AutoTokenizer
+d = sys.argv[1]
+c = AutoConfig.from_pretrained(d)
+tok = AutoTokenizer.from_pretrained(d)
+tok.apply_chat_template([{"role": "user", "content": "reverse the king"}], add_generation_prompt=True)
+assert c.model_type == "llama", c.model_type
+assert json.load(open(d + "/config.json"))["torch_dtype"] == "bfloat16"
+h, L, kv = c.hidden_size, c.num_hidden_layers, c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
+want = {"model.embed_tokens.weight": [c.vocab_size, h], "model.norm.weight": [h], "lm_head.weight": [c.vocab_size, h]}
+for i in range(L):
+    p = f"model.layers.{i}."
+    want.update({p + "input_layernorm.weight": [h], p + "post_attention_layernorm.weight": [h],
+                 p + "self_attn.q_proj.weight": [h, h], p + "self_attn.k_proj.weight": [kv, h],
+                 p + "self_attn.v_proj.weight": [kv, h], p + "self_attn.o_proj.weight": [h, h],
+                 p + "mlp.gate_proj.weight": [c.intermediate_size, h], p + "mlp.up_proj.weight": [c.intermediate_size, h],
+                 p + "mlp.down_proj.weight": [h, c.intermediate_size]})
+with safe_open(d + "/model.safetensors", "np") as f:
+    got = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+assert got == want, (sorted(set(got) ^ set(want)), [k for k in want if got.get(k) != want[k]])
+try:
+    import torch  # noqa: F401
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(d)
+    m(torch.tensor([tok("reverse the king")["input_ids"]]))
+    print("from_pretrained and a forward pass: ok")
+except ImportError:
+    print("no torch here: config, tokenizer, chat template, tensor names and shapes checked")
+PY
+    echo "ok: $(tail -1 "$tmp/out")" ;;
+  prepare_data)
+    # Chat data (OpenAI messages) through the model's own tokenizer and chat template, the loss
+    # on the assistant turns only; then trained on. Raw chat data names the command instead.
+    py="$src/.venv/bin/python"
+    [[ -x $py ]] || { echo "skipped: no $py (tools/setup.sh makes it)"; exit 77; }
+    expect_error 1 "tools/prepare_data.py --model HF_MODEL_DIR --input $src/data/chat-tiny.jsonl" -- \
+      train --model "$src/configs/llama-tiny-bytes.json" --data "$src/data/chat-tiny.jsonl" --steps 1 --out "$tmp/raw"
+    "$py" "$src/tools/prepare_data.py" --model "$src/tests/fixtures/hf-chat-tiny" --input "$src/data/chat-tiny.jsonl" \
+      --output "$tmp/chat.jsonl" >"$tmp/out" 2>"$tmp/err" || fail "prepare_data failed: $(cat "$tmp/err")"
+    grep -q "200 records, 5200 tokens (1000 counted by the loss)" "$tmp/out" || fail "prepare_data: $(cat "$tmp/out")"
+    # Every counted token belongs to an assistant turn, and every assistant turn is counted
+    # through its end-of-turn token; system and user turns never are.
+    "$py" - "$src/tests/fixtures/hf-chat-tiny" "$tmp/chat.jsonl" <<'PY' 2>/dev/null || fail "masks are not the assistant turns"
+import json, sys
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+start, end_hdr, eot = (tok.convert_tokens_to_ids(t) for t in ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"))
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    ids, m = r["input_ids"], r["loss_mask"]
+    seen = [0] * len(ids)
+    for h, x in enumerate(ids):
+        if x != start:
+            continue
+        e3, e = ids.index(end_hdr, h), ids.index(eot, h)
+        role = tok.decode(ids[h + 1:e3]).strip()
+        assert not any(m[h:e3 + 1]), "a header is counted"
+        if role == "assistant":
+            assert m[e] == 1 and any(m[e3 + 1:e]), "an assistant turn is not counted"
+        else:
+            assert not any(m[h:e + 1]), role + " turn counted"
+        for i in range(h, e + 1):
+            seen[i] = 1
+    assert all(s or not c for s, c in zip(seen, m)), "a token outside every turn is counted"
+PY
+    "$bin" train --model "$src/configs/llama-tiny-bytes.json" --data "$tmp/chat.jsonl" --seq-len 64 --steps 60 \
+      --lr 5e-3 --warmup 5 --log-every 20 --out "$tmp/chat" 2>"$tmp/err" || fail "training on prepared chat data: $(cat "$tmp/err")"
+    grep -q "200 records" "$tmp/err" || fail "no data line: $(head -3 "$tmp/err")"
+    first=$(grep -o '"loss":[0-9.]*' "$tmp/chat/metrics.jsonl" | head -1 | cut -d: -f2)
+    last=$(grep -o '"loss":[0-9.]*' "$tmp/chat/metrics.jsonl" | tail -1 | cut -d: -f2)
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 1.0) }' || fail "loss $first -> $last did not fall"
     echo "ok: loss $first -> $last" ;;
   ds_config)
     # A DeepSpeed example config: resolved values and their sources, the command line wins.
@@ -190,8 +303,38 @@ case $case_name in
     expect_error 2 "did you mean 'zero_optimization'" -- train --config "$tmp/typo.json"
     printf '{"optimizer": {"type": "Lamb"}}' >"$tmp/lamb.json"
     expect_error 2 "is not implemented" -- train --config "$tmp/lamb.json"
-    OMPI_COMM_WORLD_SIZE=2 "$bin" train --config "$cfg" --print-config >/dev/null 2>"$tmp/err" && fail "world 2 accepted 16 = 4 x 4 x 2"
+        OMPI_COMM_WORLD_SIZE=2 "$bin" train --config "$cfg" --print-config >/dev/null 2>"$tmp/err" && fail "world 2 accepted 16 = 4 x 4 x 2"
     grep -q "4 × 4 × 2" "$tmp/err" || fail "batch triple: $(cat "$tmp/err")"
+    # The HF Trainer's shape: "auto" filled from the command line and the model, notes printed;
+    # WarmupLR without warmup_type warms up logarithmically (DeepSpeed's default), step for step.
+    hf="$src/tests/fixtures/ds_configs/hf_zero3_auto.json"
+    "$bin" train --config "$hf" --model "$src/configs/gpt2-tiny-bytes.json" --lr 1e-3 --warmup 4 --print-config \
+      >"$tmp/pc" 2>"$tmp/err" || fail "print-config (auto): $(cat "$tmp/err")"
+    grep -qE '^--lr +1e-3 +command line$' "$tmp/pc" || fail "lr: $(grep -- '^--lr ' "$tmp/pc")"
+    grep -qE '^--warmup-type +log +deepspeed default' "$tmp/pc" || fail "warmup-type: $(grep warmup-type "$tmp/pc")"
+    grep -qE '^--reduce-bucket-size +[0-9]+ .*"auto" → hidden²' "$tmp/pc" || fail "auto bucket: $(grep reduce-bucket "$tmp/pc")"
+    grep -q '^# .*optimizer.params.lr = "auto" → --lr' "$tmp/pc" || fail "no auto note: $(grep '^#' "$tmp/pc")"
+    grep -q '^# .*_comment: a comment' "$tmp/pc" || fail "no comment note"
+    "$bin" train --config "$hf" --model "$src/configs/gpt2-tiny-bytes.json" --seq-len 16 --steps 5 --lr 1e-3 \
+      --warmup 4 --log-every 1 --out "$tmp/run4" 2>"$tmp/err" || fail "training with the HF config failed: $(cat "$tmp/err")"
+    lrs=$(grep -oE '"lr":[^,]*' "$tmp/run4/metrics.jsonl" | cut -d: -f2 | paste -sd' ')
+    awk -v l="$lrs" 'BEGIN {split(l, a, " "); e[1] = 0; e[2] = 0; e[3] = 1e-3 * log(2) / log(4); e[4] = 1e-3 * log(3) / log(4); e[5] = 1e-3
+      for (i = 1; i <= 5; i++) { d = a[i] - e[i]; if (d < 0) d = -d; if (d > 1e-9) exit 1 } }' ||
+      fail "log warmup lr per step: $lrs"
+    grep -q '"zero_stage":3' "$tmp/run4/metrics.jsonl" || fail "stage 3 not used"
+        # A value out of range names the config key as well as the option.
+    printf '{"zero_optimization": {"stage": 5}}' >"$tmp/rb.json"
+    expect_error 2 "zero_optimization.stage\]" -- train --config "$tmp/rb.json" --steps 1 --out "$tmp/rb"
+    # bias_correction false (DeepSpeed's BERT examples): the update is lr·m/(√v+ε) without 1-β^t.
+    printf '{"optimizer": {"type": "Adam", "params": {"lr": 1e-3, "bias_correction": false}}}' >"$tmp/bc.json"
+    "$bin" train --config "$tmp/bc.json" --print-config 2>/dev/null | grep -qE '^--adam-bias-correction +false ' ||
+      fail "bias_correction not mapped"
+    "$bin" train --config "$tmp/bc.json" --model "$src/configs/gpt2-tiny-bytes.json" --seq-len 16 --steps 2 \
+      --log-every 1 --out "$tmp/bc" 2>/dev/null || fail "training without bias correction failed"
+    "$bin" train --config "$tmp/bc.json" --adam-bias-correction true --model "$src/configs/gpt2-tiny-bytes.json" \
+      --seq-len 16 --steps 2 --log-every 1 --out "$tmp/bc2" 2>/dev/null || fail "training with bias correction failed"
+    [[ $(tail -1 "$tmp/bc/metrics.jsonl" | grep -o '"loss":[^,]*') != $(tail -1 "$tmp/bc2/metrics.jsonl" | grep -o '"loss":[^,]*') ]] ||
+      fail "bias_correction false changed nothing"
     echo "ok" ;;
   plan)
     "$bin" plan --params 7.5e9 --ranks 64 >"$tmp/out" 2>"$tmp/err" || fail "plan failed: $(cat "$tmp/err")"

@@ -10,6 +10,7 @@
 
 #include "cli/ds_config.h"
 #include "test_util.h"
+#include "train/lr_schedule.h"
 
 namespace strata {
 namespace {
@@ -17,10 +18,23 @@ namespace {
 using cli::ConfigSetting;
 using test::error_of;
 
+// What the file itself sets (without DeepSpeed's defaults for what it leaves out).
 std::map<std::string, std::string> options_of(const std::vector<ConfigSetting>& v) {
   std::map<std::string, std::string> m;
-  for (const ConfigSetting& s : v) m[s.option] = s.value;
+  for (const ConfigSetting& s : v)
+    if (!s.deepspeed_default) m[s.option] = s.value;
   return m;
+}
+std::map<std::string, std::string> defaults_of(const std::vector<ConfigSetting>& v) {
+  std::map<std::string, std::string> m;
+  for (const ConfigSetting& s : v)
+    if (s.deepspeed_default) m[s.option] = s.value;
+  return m;
+}
+bool mentions(const std::vector<std::string>& notes, const std::string& text) {
+  for (const std::string& n : notes)
+    if (n.find(text) != std::string::npos) return true;
+  return false;
 }
 
 std::string write_config(const std::string& text) {
@@ -49,6 +63,7 @@ TEST(DsConfig, Zero2OffloadFp16Example) {
                                                    {"weight-decay", "0.01"},
                                                    {"lr-decay", "constant"},
                                                    {"warmup", "10"},
+                                                   {"warmup-type", "linear"},
                                                    {"zero-stage", "2"},
                                                    {"offload-optimizer", "cpu"},
                                                    {"allgather-bucket-size", "200000000"},
@@ -130,14 +145,8 @@ TEST(DsConfig, UnderstoodButUnimplementedIsRefused) {
       {R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
        "'optimizer.params.adam_w_mode' = false is not implemented"},
       {R"({"scheduler": {"type": "OneCycle"}})", "is not implemented"},
-      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 5}}})", "DeepSpeed's default \"log\""},
-      {R"({"zero_optimization": {"contiguous_gradients": false}})", "contiguous_gradients' = false is not implemented"},
-      {R"({"zero_optimization": {"offload_optimizer": {"device": "cpu", "pin_memory": false}}})",
-       "pin_memory' = false is not implemented"},
       {R"({"aio": {"use_gds": true}})", "use_gds' = true is not implemented"},
       {R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})", "both enabled"},
-      {R"({"train_micro_batch_size_per_gpu": "auto"})", "is \"auto\""},
-      {R"({"zero_optimization": {"stage3_gather_16bit_weights_on_model_save": true}})", "strata export"},
       {R"({"optimizer": {"params": {"lr": 1e-3}}, "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 2e-3, "warmup_type": "linear"}}})",
        "both set --lr"},
   };
@@ -145,6 +154,137 @@ TEST(DsConfig, UnderstoodButUnimplementedIsRefused) {
     const std::string msg = error_of([&] { cli::translate_ds_config(write_config(c.config), 1); });
     EXPECT_NE(msg.find(c.says), std::string::npos) << c.config << " -> " << msg;
   }
+}
+
+// The shape of the HF Trainer's and LLaMA-Factory's ZeRO-3 configs: "auto" nearly everywhere.
+// Each auto is filled as the Trainer fills it: from the run's own options (so the config sets
+// nothing there) or, for the bucket sizes, from the model's hidden size.
+TEST(DsConfig, HuggingFaceAutoValuesAreFilledAsTheTrainerFillsThem) {
+  const std::string cfg = R"({
+    "fp16": {"enabled": "auto", "loss_scale": 0, "loss_scale_window": 1000, "initial_scale_power": 16,
+             "hysteresis": 2, "min_loss_scale": 1},
+    "bf16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                                                 "warmup_num_steps": "auto"}},
+    "zero_optimization": {"stage": 3, "overlap_comm": true, "contiguous_gradients": true, "sub_group_size": 1e9,
+                          "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                          "stage3_param_persistence_threshold": "auto", "stage3_max_live_parameters": 1e9,
+                          "stage3_max_reuse_distance": 1e9, "stage3_gather_16bit_weights_on_model_save": true},
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": false})";
+  std::vector<std::string> notes;
+  const auto v = cli::translate_ds_config(write_config(cfg), 2, 768, &notes);
+  const auto m = options_of(v);
+  EXPECT_EQ(m.at("reduce-bucket-size"), "589824");    // hidden²
+  EXPECT_EQ(m.at("prefetch-bucket-size"), "530841");  // 0.9·hidden²
+  EXPECT_EQ(m.at("param-persistence-threshold"), "7680");
+  EXPECT_EQ(m.at("zero-stage"), "3");
+  for (const char* o : {"micro-batch", "grad-accum", "lr", "beta1", "beta2", "eps", "weight-decay", "grad-clip",
+                        "warmup", "precision"}) {
+    EXPECT_EQ(m.count(o), 0u) << "--" << o << " is the run's own (auto), not the file's";
+    EXPECT_EQ(defaults_of(v).count(o), 0u) << "--" << o << ": no DeepSpeed default replaces an auto";
+  }
+  EXPECT_EQ(defaults_of(v).at("warmup-type"), "log");  // WarmupLR's default warmup_type
+  EXPECT_TRUE(mentions(notes, "optimizer.params.lr = \"auto\" → --lr")) << notes.size();
+  EXPECT_TRUE(mentions(notes, "train_batch_size = \"auto\" → --micro-batch × --grad-accum × ranks"));
+  EXPECT_TRUE(mentions(notes, "stage3_gather_16bit_weights_on_model_save = true: "));
+  // Without the model's size the bucket sizes keep Strata's values, and the notes say so.
+  notes.clear();
+  EXPECT_EQ(options_of(cli::translate_ds_config(write_config(cfg), 2, 0, &notes)).count("reduce-bucket-size"), 0u);
+  EXPECT_TRUE(mentions(notes, "hidden size is unknown"));
+}
+
+// What a file leaves out means DeepSpeed's default, not Strata's: no scheduler is a constant
+// lr, no clipping, f32, stage 0; with no optimizer block the HF Trainer's AdamW defaults.
+TEST(DsConfig, AbsentKeysTakeDeepSpeedsDefaults) {
+  auto d = defaults_of(cli::translate_ds_config(write_config(R"({"train_micro_batch_size_per_gpu": 2})"), 1));
+  const std::map<std::string, std::string> want = {
+      {"lr", "5e-05"}, {"beta1", "0.9"},         {"beta2", "0.999"}, {"eps", "1e-08"},     {"weight-decay", "0"},
+      {"warmup", "0"}, {"lr-decay", "constant"}, {"grad-clip", "0"}, {"precision", "f32"}, {"zero-stage", "0"}};
+  EXPECT_EQ(d, want);
+  d = defaults_of(cli::translate_ds_config(
+      write_config(R"({"optimizer": {"type": "Adam", "params": {"lr": 1e-4}}, "fp16": {"enabled": true},
+                      "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 100}}})"),
+      1));
+  EXPECT_EQ(d.count("lr"), 0u);
+  EXPECT_EQ(d.at("beta2"), "0.999");  // DeepSpeed's Adam
+  EXPECT_EQ(d.at("weight-decay"), "0");
+  EXPECT_EQ(d.at("warmup"), "1000");  // lr_schedules.py's warmup_num_steps
+  EXPECT_EQ(d.at("warmup-type"), "log");
+  EXPECT_EQ(d.at("hysteresis"), "2");
+  EXPECT_EQ(d.count("precision"), 0u);  // the file enabled fp16
+}
+
+// DeepSpeed's other names and old forms, and keys that concern only speed or DeepSpeed's
+// internals: accepted, each with a line --print-config prints.
+TEST(DsConfig, AliasesAndAcceptedKeys) {
+  std::vector<std::string> notes;
+  const auto m = options_of(cli::translate_ds_config(
+      write_config(R"({"_comment": "from a repo", "bfloat16": {"enabled": true}, "prescale_gradients": true,
+                      "zero_force_ds_cpu_optimizer": false,
+                      "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "torch_adam": true}},
+                      "zero_optimization": {"stage": 3, "max_live_parameters": 1e8, "max_reuse_distance": 1e8,
+                                            "stage3_gather_fp16_weights_on_model_save": true, "sub_group_size": 0,
+                                            "round_robin_gradients": true}})"),
+      1, 0, &notes));
+  EXPECT_EQ(m.at("precision"), "bf16");
+  EXPECT_EQ(m.at("max-live-params"), "100000000");
+  EXPECT_EQ(options_of(cli::translate_ds_config(
+                           write_config(R"({"optimizer": {"type": "Adam", "params": {"bias_correction": false}}})"), 1))
+                .at("adam-bias-correction"),
+            "false");
+  EXPECT_EQ(m.count("sub-group-size"), 0u);
+  for (const char* k : {"_comment", "prescale_gradients = true", "torch_adam = true", "max_reuse_distance",
+                        "stage3_gather_fp16_weights_on_model_save", "sub_group_size", "round_robin_gradients"})
+    EXPECT_TRUE(mentions(notes, k)) << k;
+  EXPECT_EQ(options_of(cli::translate_ds_config(write_config(R"({"zero_optimization": true})"), 1)).at("zero-stage"),
+            "1");
+  // Monitors, casts and DeepSpeed's ways of moving data change nothing in the result.
+  notes.clear();
+  const auto q = options_of(cli::translate_ds_config(
+      write_config(R"({"fp16": {"enabled": true, "auto_cast": true}, "tensorboard": {"enabled": true},
+                      "flops_profiler": {"enabled": true}, "activation_checkpointing": {"partition_activations": true},
+                      "zero_optimization": {"stage": 2, "reduce_scatter": false, "contiguous_gradients": false,
+                                            "offload_param": {"device": "cpu"}}})"),
+      1, 0, &notes));
+  EXPECT_EQ(q.count("offload-param"), 0u);  // DeepSpeed ignores it below stage 3
+  // Stage 3 with parameters offloaded and the optimizer not: Strata moves the optimizer too.
+  std::vector<std::string> notes3;
+  const auto z3 = options_of(
+      cli::translate_ds_config(write_config(R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"},
+                                            "offload_optimizer": {"device": "none"}, "reduce_bucket_size": 0}})"),
+                               1, 0, &notes3));
+  EXPECT_EQ(z3.at("offload-param"), "cpu");
+  EXPECT_EQ(z3.at("offload-optimizer"), "cpu");
+  EXPECT_EQ(z3.count("reduce-bucket-size"), 0u);
+  for (const char* k : {"offloads the optimizer with", "one parameter per bucket"})
+    EXPECT_TRUE(mentions(notes3, k)) << k;
+  for (const char* k : {"auto_cast = true", "tensorboard", "flops_profiler", "partition_activations = true",
+                        "reduce_scatter = false", "contiguous_gradients = false", "ignored below stage 3"})
+    EXPECT_TRUE(mentions(notes, k)) << k;
+  EXPECT_EQ(options_of(cli::translate_ds_config(
+                           write_config(R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})"), 1))
+                .at("offload-optimizer"),
+            "cpu");
+}
+
+// DeepSpeed's WarmupLR/WarmupDecayLR default warmup_type "log", step for step: lr 0 at the
+// first two steps (DeepSpeed sets warmup_min_lr before its first update), then
+// lr·ln(s)/ln(warmup), reaching lr at step `warmup`.
+TEST(DsConfig, LogWarmupIsDeepSpeeds) {
+  LrSchedule s{1e-3, 10, 100, 0.0, LrSchedule::Decay::constant};
+  s.warmup_type = LrSchedule::Warmup::log;
+  EXPECT_EQ(s.at(0), 0.0);
+  EXPECT_EQ(s.at(1), 0.0);
+  EXPECT_DOUBLE_EQ(s.at(2), 1e-3 * std::log(2.0) / std::log(10.0));
+  EXPECT_DOUBLE_EQ(s.at(5), 1e-3 * std::log(5.0) / std::log(10.0));
+  EXPECT_DOUBLE_EQ(s.at(10), 1e-3);
+  EXPECT_DOUBLE_EQ(s.at(50), 1e-3);
+  const auto m = options_of(cli::translate_ds_config(
+      write_config(R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 5, "warmup_type": "log"}}})"),
+      1));
+  EXPECT_EQ(m.at("warmup-type"), "log");
 }
 
 TEST(DsConfig, HierarchicalPartitionSize) {

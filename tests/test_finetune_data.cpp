@@ -58,6 +58,30 @@ TEST(FinetuneData, MasksThePromptAndThePadding) {
   EXPECT_EQ(d.unmasked_targets(0, 3), 6);  // the one record, three times
 }
 
+// tools/prepare_data.py's records: the sample as given, the loss on the tokens marked 1
+// (every assistant turn of a chat), nothing added; a record with nothing to learn within
+// --seq-len, or a mask of the wrong length, is refused naming the line.
+TEST(FinetuneData, PreparedRecordsKeepTheirIdsAndMask) {
+  const std::string p = write_jsonl("c.jsonl", R"({"input_ids": [1, 5, 6, 7, 8, 9, 10, 11], )"
+                                               R"("loss_mask": [0, 0, 1, 1, 0, 0, 1, 1]})"
+                                               "\n");
+  FinetuneData d(p, nullptr, 16, 10, 1);
+  std::vector<int32_t> in(10), tg(10);
+  d.fill(0, 1, in, tg);
+  EXPECT_EQ(in, (std::vector<int32_t>{1, 5, 6, 7, 8, 9, 10, 11, 0, 0}));
+  EXPECT_EQ(tg, (std::vector<int32_t>{-1, 6, 7, -1, -1, 10, 11, -1, -1, -1}));  // two assistant turns
+  EXPECT_EQ(d.unmasked_targets(0, 1), 4);
+  std::string msg = error_of([&] {
+    FinetuneData(write_jsonl("c2.jsonl", R"({"input_ids": [1, 2, 3, 4], "loss_mask": [0, 0, 0, 1]})"), nullptr, 16, 2,
+                 1);
+  });
+  EXPECT_NE(msg.find("line 1: no token the loss counts within --seq-len 2"), std::string::npos) << msg;
+  msg = error_of([&] {
+    FinetuneData(write_jsonl("c3.jsonl", R"({"input_ids": [1, 2, 3], "loss_mask": [0, 1]})"), nullptr, 16, 8, 1);
+  });
+  EXPECT_NE(msg.find("\"loss_mask\" must be an array as long as \"input_ids\" (3)"), std::string::npos) << msg;
+}
+
 TEST(FinetuneData, SentencePieceRecordsGetBosAndEos) {
   const std::string p = write_jsonl("s.jsonl", R"({"prompt": "Hello", "completion": " world"})"
                                                "\n");

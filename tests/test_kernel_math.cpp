@@ -209,6 +209,23 @@ TEST_F(KernelMath, AdamWMatchesTheCpuKernelBitForBit) {
   }
 }
 
+// DeepSpeed's bias_correction false: the same arithmetic without 1-β^t, still bit for bit.
+TEST_F(KernelMath, AdamWWithoutBiasCorrectionMatchesTheCpuKernel) {
+  const int64_t n = 257;
+  auto p = randn(size_t(n), 20), m = randn(size_t(n), 21, 0.1f), g = randn(size_t(n), 22);
+  std::vector<float> v(size_t(n), 0.01f);
+  auto rp = p, rm = m, rv = v;
+  cpu::AdamTensors t;
+  t.param = rp.data(), t.m = rm.data(), t.v = rv.data(), t.grad = g.data(), t.grad_dtype = DType::f32, t.n = n;
+  const cpu::AdamHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, false, 3, 1.0f};
+  cpu::adam_step(t, h, {cpu::AdamIsa::scalar, 1});
+  const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step, false);
+  for (int64_t i = 0; i < n; ++i) km::adamw_element(&p[size_t(i)], &m[size_t(i)], &v[size_t(i)], g[size_t(i)], c);
+  EXPECT_EQ(p, rp);
+  EXPECT_EQ(m, rm);
+  EXPECT_EQ(v, rv);
+}
+
 TEST(LaunchShape, GridsCoverTheWorkAndStayLegal) {
   for (int64_t n : {int64_t(0), int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(1) << 34}) {
     const int g = km::grid_for(n);

@@ -270,3 +270,34 @@ TEST(HfLlama, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// An export's config.json writes float settings as the source wrote them: 1e-06, not the
+// float's 9.99999997e-07 (from_pretrained would read a different epsilon), and the dtype.
+TEST(HfLlama, ExportedConfigWritesFloatsAsTheSourceDid) {
+  const ModelSpec spec = ModelSpec::from_json_text(
+      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+          "rms_norm_eps": 1e-06, "rope_theta": 500000.0})",
+      "test");
+  const std::string j = spec.hf_config_json(DType::bf16);
+  EXPECT_NE(j.find("\"rms_norm_eps\": 1e-06"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"rope_theta\": 500000.0"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"torch_dtype\": \"bfloat16\""), std::string::npos) << j;
+}
+
+// openai-community/gpt2's config.json and its copies carry GPT-1-era bookkeeping keys: they
+// change nothing here and are accepted; a non-zero n_special would add rows and is refused.
+TEST(HfGpt2, OlderConfigsBookkeepingKeysAreAccepted) {
+  const std::string base = R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 100,
+      "n_positions": 64, "n_ctx": 64, "n_special": 0, "predict_special_tokens": true, "_num_labels": 1,
+      "output_past": true, "finetuning_task": null)";
+  EXPECT_NO_THROW(GPT2Config::from_json_text(base + "}", "gpt2/config.json"));
+  const std::string msg = test::error_of([&] { GPT2Config::from_json_text(base + R"(, "n_special": 3})", "x"); });
+  EXPECT_NE(msg.find("n_special"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace strata

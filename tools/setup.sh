@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev liburing-dev libcxxopts-dev libgtest-dev
           libopenmpi-dev openmpi-bin nlohmann-json3-dev libxxhash-dev libsentencepiece-dev gnuplot-nox
-          iproute2 procps python3)
+          iproute2 procps python3 python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +18,14 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# tools/prepare_data.py: the model's Hugging Face tokenizer and chat template, in a project
+# virtualenv (transformers without torch), from PyPI here, never at build or run time.
+if ! .venv/bin/python -c "import transformers, jinja2" 2>/dev/null; then
+  echo "setup: installing tools/prepare_data.py's Python packages into .venv"
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tools/requirements-prepare.txt
 fi
 
 build=${STRATA_BUILD_DIR:-build}

@@ -80,9 +80,10 @@ struct AdamConsts {
   float eps, decay_mul, grad_scale;
 };
 inline AdamConsts adam_consts(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                              long long t) {
+                              long long t, bool bias_correction = true) {
   AdamConsts c{};
-  const double bc1 = 1.0 - std::pow(double(beta1), double(t)), bc2 = 1.0 - std::pow(double(beta2), double(t));
+  const double bc1 = bias_correction ? 1.0 - std::pow(double(beta1), double(t)) : 1.0,
+               bc2 = bias_correction ? 1.0 - std::pow(double(beta2), double(t)) : 1.0;
   c.beta1 = beta1, c.beta2 = beta2, c.one_minus_beta1 = 1.0f - beta1, c.one_minus_beta2 = 1.0f - beta2;
   c.step_size = float(-double(lr) / bc1);
   c.inv_sqrt_bc2 = float(1.0 / std::sqrt(bc2));

@@ -63,7 +63,8 @@ struct AdamWArgs {
   DType out_dtype = DType::f32;
   int64_t n = 0;
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, grad_scale = 1;
-  int64_t t = 1;  // the update, from 1 (bias correction)
+  int64_t t = 1;                // the update, from 1 (bias correction)
+  bool bias_correction = true;  // divide m and v by 1-β^t
   // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
   int isa = 0, threads = 0;
   int64_t tile = int64_t(1) << 16;

@@ -16,6 +16,10 @@ int export_main(int argc, char** argv) {
                      "Consolidate a checkpoint into Hugging Face safetensors (GPT-2 or Llama names). CHECKPOINT is a "
                      "checkpoint directory, or a training --out directory (its newest complete checkpoint).");
   o.add_options()("checkpoint", "checkpoint directory", cxxopts::value<std::string>())(
+      "source",
+      "the Hugging Face model directory the run started from (default: the one the checkpoint records): its "
+      "tokenizer files, generation_config.json and special token ids go into the export",
+      cxxopts::value<std::string>()->default_value(""))(
       "out", "a .safetensors file, or a directory (model.safetensors + config.json)", cxxopts::value<std::string>())(
       "dtype", "f32 | bf16 | f16", cxxopts::value<std::string>()->default_value("f32"))("h,help", "show this help");
   o.parse_positional({"checkpoint"});
@@ -29,7 +33,12 @@ int export_main(int argc, char** argv) {
     return usage_error("export", "--dtype: '" + dtype + "' is not f32, bf16 or f16");
   std::string dir = r["checkpoint"].as<std::string>();
   if (!std::filesystem::exists(std::filesystem::path(dir) / "manifest.json")) {
-    const std::string newest = newest_checkpoint(dir);
+    std::string newest = newest_checkpoint(dir);
+    // OUT/checkpoints: the newest of them, as for OUT.
+    if (newest.empty() && std::filesystem::path(dir).lexically_normal().filename() == "checkpoints")
+      newest = newest_checkpoint(std::filesystem::path(dir).lexically_normal().parent_path().string());
+    if (newest.empty() && std::filesystem::path(dir).lexically_normal().filename().empty())  // "OUT/checkpoints/"
+      newest = newest_checkpoint(std::filesystem::path(dir).lexically_normal().parent_path().parent_path().string());
     STRATA_CHECK(!newest.empty(), "'" + dir + "' is neither a checkpoint nor an --out directory with one",
                  "train with --save-every N, then export OUT or OUT/checkpoints/step-N");
     dir = newest;
@@ -38,6 +47,17 @@ int export_main(int argc, char** argv) {
   const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
   export_hf(spec, ck.source(0), out, parse_dtype(dtype));
+  std::string source = r["source"].as<std::string>();
+  if (source.empty() && ck.manifest().run.contains("model_dir") && ck.manifest().run["model_dir"].is_string())
+    source = ck.manifest().run["model_dir"].get<std::string>();
+  if (std::filesystem::is_directory(out) && !source.empty()) {
+    try {
+      for (const std::string& line : carry_model_files(source, out))
+        std::fprintf(stderr, "strata export: %s\n", line.c_str());
+    } catch (const Error& e) {
+      return usage_error("export", e.what_failed() + " (" + e.hint() + ")");
+    }
+  }
   std::fprintf(stderr, "strata export: step %lld of %s -> %s (%s)\n", (long long)ck.manifest().step, dir.c_str(),
                out.c_str(), dtype.c_str());
   return 0;

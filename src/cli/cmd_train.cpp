@@ -58,10 +58,16 @@ int train_main(int argc, char** argv) {
   // the whole is parsed again: one parser, one set of checks, the options stay the truth.
   const cxxopts::ParseResult typed = r;
   std::vector<ConfigSetting> from_config;
-  std::vector<std::string> injected;
+  std::vector<std::string> injected, config_notes;
   if (const std::string config = r["config"].as<std::string>(); !config.empty()) {
     try {
-      from_config = translate_ds_config(config, launched_world_size());
+      // "auto" bucket sizes follow the model's hidden size, as the HF Trainer sets them.
+      int64_t hidden = 0;
+      try {
+        hidden = ModelSpec::load(resolve_model(r["model"].as<std::string>())).n_embd();
+      } catch (const Error&) {  // a bad --model is reported later, by the run itself
+      }
+      from_config = translate_ds_config(config, launched_world_size(), hidden, &config_notes);
     } catch (const Error& e) {
       return usage_error("train", e.what_failed() + (e.hint().empty() ? "" : " (" + e.hint() + ")"));
     }
@@ -92,6 +98,7 @@ int train_main(int argc, char** argv) {
           if (c.option == name && !typed.count(name)) from = c.from;
         std::printf("--%-30s %-24s %s\n", name.c_str(), value.c_str(), from.c_str());
       }
+    for (const std::string& n : config_notes) std::printf("# %s\n", n.c_str());
     return 0;
   }
   TrainOptions t;
@@ -107,7 +114,11 @@ int train_main(int argc, char** argv) {
                  "--peak-tflops: " + r["peak-tflops"].as<std::string>() + " is out of range: must not be negative",
                  "0 = unknown");
   } catch (const Error& e) {
-    return usage_error("train", e.what_failed() + (e.hint().empty() ? "" : " (" + e.hint() + ")"));
+    // A value the config file gave is named by its key too, so the user knows what to edit.
+    std::string from;
+    for (const ConfigSetting& c : from_config)
+      if (!typed.count(c.option) && e.what_failed().starts_with("--" + c.option + ":")) from = " [" + c.from + "]";
+    return usage_error("train", e.what_failed() + from + (e.hint().empty() ? "" : " (" + e.hint() + ")"));
   }
   // SIGINT/SIGTERM: every rank finishes its step, saves (with --save-every) and exits 128+N.
   // Before MPI starts, so that its threads, like all later ones, leave the signals to one.

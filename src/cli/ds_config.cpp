@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli/ds_config_defaults.h"
 #include "core/error.h"
 
 namespace strata::cli {
@@ -32,11 +33,26 @@ namespace {
 using nlohmann::json;
 
 // One JSON object being read: each key must be claimed by exactly one handler.
+// What the translation says besides its settings: keys that were "auto" (the Hugging Face
+// Trainer fills them from its own arguments) and keys accepted with a note.
+struct Notes {
+  std::vector<std::string> autos;  // their paths, e.g. "optimizer.params.lr"
+  std::vector<std::string> lines;  // "FILE: key = value: note"
+};
+
 class Block {
  public:
-  Block(const json& j, std::string path, std::string file) : j_(j), path_(std::move(path)), file_(std::move(file)) {
+  Block(const json& j, std::string path, std::string file, Notes& notes)
+      : j_(j), path_(std::move(path)), file_(std::move(file)), notes_(notes) {
     STRATA_CHECK(j.is_object(), where("") + " must be a JSON object", "see the DeepSpeed config reference");
   }
+  std::string path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  // An accepted key: it concerns only speed or DeepSpeed's internals, or asks for what Strata
+  // does; --print-config says so in one line.
+  void accept(const std::string& key, const std::string& note) {
+    if (const json* v = get(key)) notes_.lines.push_back(from(key) + " = " + v->dump() + ": " + note);
+  }
+  void note(const std::string& key, const std::string& text) { notes_.lines.push_back(from(key) + ": " + text); }
   std::string where(const std::string& key) const {
     const std::string p = path_.empty() ? key : key.empty() ? path_ : path_ + "." + key;
     return "config '" + file_ + "': " + (p.empty() ? std::string("the top level") : "'" + p + "'");
@@ -46,9 +62,12 @@ class Block {
     known_.push_back(key);
     auto it = j_.find(key);
     if (it == j_.end()) return nullptr;
-    // Hugging Face Trainer's "auto" placeholders are filled by the Trainer, not a config value.
-    STRATA_CHECK(!(it->is_string() && it->get<std::string>() == "auto"), where(key) + " is \"auto\"",
-                 "\"auto\" is filled in by the Hugging Face Trainer; give the value itself");
+    // Hugging Face's "auto": the Trainer fills it from its arguments. Read as absent here;
+    // resolve_autos() below fills it as the Trainer would and says how.
+    if (it->is_string() && it->get<std::string>() == "auto") {
+      notes_.autos.push_back(path_of(key));
+      return nullptr;
+    }
     return &*it;
   }
   // Keys Strata understands but does not implement: refused unless they ask for what Strata
@@ -61,13 +80,25 @@ class Block {
   void finish() const {
     for (auto it = j_.begin(); it != j_.end(); ++it) {
       if (std::find(known_.begin(), known_.end(), it.key()) != known_.end()) continue;
+      if (it.key().starts_with("_")) {  // "_comment" and the like: notes for people
+        notes_.lines.push_back(from(it.key()) + ": a comment (keys starting with '_' are not settings)");
+        continue;
+      }
       std::string best;
       size_t best_d = SIZE_MAX;
       for (const std::string& k : known_)
         if (size_t d = edit_distance(it.key(), k); d < best_d) best_d = d, best = k;
-      throw_error(where(it.key()) + " is not a key Strata knows", best_d <= std::max<size_t>(3, it.key().size() / 3)
-                                                                      ? "did you mean '" + best + "'?"
-                                                                      : "see the README's table of config keys");
+      const bool near = best_d <= std::max<size_t>(2, it.key().size() / 4);
+      // DeepSpeed reads the top level key by key and ignores the rest (its blocks forbid
+      // extras), so a top-level key that is no near miss of a known one is passed over,
+      // with a note; a near miss is a typo that would silently change the run.
+      if (path_.empty() && !near) {
+        notes_.lines.push_back(from(it.key()) + " = " + it.value().dump().substr(0, 60) +
+                               ": not a DeepSpeed setting Strata knows; ignored, as DeepSpeed ignores it");
+        continue;
+      }
+      throw_error(where(it.key()) + " is not a key Strata knows",
+                  near ? "did you mean '" + best + "'?" : "see the README's table of config keys");
     }
   }
   double number(const std::string& key, const json& v) const {
@@ -93,6 +124,7 @@ class Block {
  private:
   const json& j_;
   std::string path_, file_;
+  Notes& notes_;
   std::vector<std::string> known_;
 };
 
@@ -105,15 +137,17 @@ std::string num(double v) {
 
 }  // namespace
 
-std::vector<ConfigSetting> translate_ds_config(const std::string& path, int world) {
+std::vector<ConfigSetting> translate_ds_config(const std::string& path, int world, int64_t hidden,
+                                               std::vector<std::string>* notes_out) {
   std::ifstream f(path);
   STRATA_CHECK(f.good(), "cannot open config '" + path + "'", "check --config");
   std::stringstream ss;
   ss << f.rdbuf();
-  return translate_ds_config_text(ss.str(), path, world);
+  return translate_ds_config_text(ss.str(), path, world, hidden, notes_out);
 }
 
-std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& path, int world) {
+std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& path, int world,
+                                                    int64_t hidden, std::vector<std::string>* notes_out) {
   json j;
   try {
     j = json::parse(text);
@@ -121,6 +155,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     throw_error("config '" + path + "' is not valid JSON: " + std::string(e.what()), "fix the file's syntax");
   }
   std::vector<ConfigSetting> out;
+  Notes notes;
   auto set = [&](const std::string& option, const std::string& value, const std::string& from) {
     for (ConfigSetting& s : out)
       if (s.option == option) {
@@ -145,7 +180,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   };
   auto yes = [](const json& v) { return v.is_boolean() && v.get<bool>(); };
   auto no = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
-  Block top(j, "", path);
+  Block top(j, "", path, notes);
 
   // The batch triple: any two determine the third.
   std::optional<long long> tb, mb, ga;
@@ -190,13 +225,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
 
   map_key(top, "gradient_clipping", "grad-clip", Kind::number);
   map_key(top, "steps_per_print", "log-every", Kind::integer);
-  top.unsupported("wall_clock_breakdown", no, "Strata logs its step timeline to metrics.jsonl always");
-  top.unsupported(
-      "zero_allow_untested_optimizer", [](const json&) { return true; }, "");
-  top.unsupported("prescale_gradients", no, "Strata averages gradients after the reduction");
-  top.unsupported(
-      "gradient_predivide_factor", [](const json& v) { return v.is_number() && v.get<double>() == 1.0; },
-      "Strata divides once, after the reduction");
+  top.accept("wall_clock_breakdown", "Strata logs its step timeline to metrics.jsonl always");
+  top.accept("zero_allow_untested_optimizer", "Strata's optimizer is its own AdamW");
+  top.accept("zero_force_ds_cpu_optimizer", "Strata's CPU Adam is its own fused kernel");
+  // The same mean gradient either way: where DeepSpeed divides only moves f16 overflow.
+  top.accept("prescale_gradients", "Strata averages once, after the reduction (the same mean gradient)");
+  top.accept("gradient_predivide_factor", "Strata averages once, after the reduction (the same mean gradient)");
   top.unsupported(
       "communication_data_type", [](const json& v) { return v.is_null(); },
       "Strata reduces gradients in the compute dtype (f32 or bf16/f16)");
@@ -204,23 +238,30 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   top.unsupported(
       "amp", [](const json& v) { return v.is_object() && v.value("enabled", false) == false; },
       "use the bf16 or fp16 block");
-  for (const char* k : {"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet", "elasticity", "autotuning",
-                        "compression_training", "data_efficiency", "curriculum_learning"})
+  // Monitors: they watch the run and change nothing in it; Strata's own record is metrics.jsonl
+  // (and --summary's TFLOP/s), so they are accepted, saying they are not produced.
+  for (const char* k : {"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet"})
+    top.accept(k, "not produced: Strata records every step in metrics.jsonl (TFLOP/s with --summary)");
+  for (const char* k : {"elasticity", "autotuning", "compression_training", "data_efficiency", "curriculum_learning"})
     top.unsupported(
         k, [](const json& v) { return v.is_object() && v.value("enabled", false) == false; },
         "Strata writes metrics.jsonl; this feature is not part of it");
 
   // Precision.
   bool bf16 = false, fp16 = false;
-  if (const json* v = top.get("bf16")) {
-    Block b(*v, "bf16", path);
-    if (const json* e = b.get("enabled")) bf16 = b.boolean("enabled", *e);
-    b.unsupported(
-        "immediate_grad_update", [](const json&) { return true; }, "");
+  for (const char* name : {"bf16", "bfloat16"}) {  // "bfloat16": DeepSpeed's older name
+    const json* v = top.get(name);
+    if (!v) continue;
+    Block b(*v, name, path, notes);
+    if (const json* e = b.get("enabled")) bf16 = bf16 || b.boolean("enabled", *e);
+    b.accept("immediate_grad_update", "Strata applies the update once per step");
+    // fp16's loss-scaling keys copied into bf16 blocks: DeepSpeed ignores them for bf16.
+    for (const char* k : {"loss_scale", "loss_scale_window", "hysteresis", "min_loss_scale", "initial_scale_power"})
+      b.accept(k, "bf16 needs no loss scaling (DeepSpeed ignores it too)");
     b.finish();
   }
   if (const json* v = top.get("fp16")) {
-    Block b(*v, "fp16", path);
+    Block b(*v, "fp16", path, notes);
     if (const json* e = b.get("enabled")) fp16 = b.boolean("enabled", *e);
     map_key(b, "loss_scale", "loss-scale", Kind::number);
     map_key(b, "initial_scale_power", "initial-scale-power", Kind::integer);
@@ -228,7 +269,9 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     map_key(b, "hysteresis", "hysteresis", Kind::integer);
     map_key(b, "min_loss_scale", "min-loss-scale", Kind::number);
     b.unsupported("consecutive_hysteresis", no, "Strata's hysteresis counts overflows in a row (DeepSpeed's default)");
-    b.unsupported("auto_cast", no, "Strata casts inputs itself");
+    // auto_cast casts a model's floating-point inputs to fp16; a language model's inputs are
+    // token ids, and Strata computes in the precision it trains in either way.
+    b.accept("auto_cast", "the inputs are token ids; Strata computes in --precision either way");
     b.finish();
   }
   STRATA_CHECK(!(bf16 && fp16), "config '" + path + "': bf16 and fp16 are both enabled", "enable one of them");
@@ -237,7 +280,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
 
   // Optimizer: Adam/AdamW, decoupled weight decay.
   if (const json* v = top.get("optimizer")) {
-    Block b(*v, "optimizer", path);
+    Block b(*v, "optimizer", path, notes);
     std::string type = "AdamW";
     if (const json* t = b.get("type")) type = b.string("type", *t);
     std::string lower = type;
@@ -245,7 +288,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     STRATA_CHECK(lower == "adam" || lower == "adamw", b.where("type") + " = \"" + type + "\" is not implemented",
                  "Strata's optimizer is AdamW (type Adam or AdamW)");
     if (const json* p = b.get("params")) {
-      Block q(*p, "optimizer.params", path);
+      Block q(*p, "optimizer.params", path, notes);
       map_key(q, "lr", "lr", Kind::number);
       if (const json* e = q.get("betas")) {
         STRATA_CHECK(e->is_array() && e->size() == 2 && (*e)[0].is_number() && (*e)[1].is_number(),
@@ -257,9 +300,10 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
       map_key(q, "weight_decay", "weight-decay", Kind::number);
       // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false (L2 regularisation).
       q.unsupported("adam_w_mode", yes, "Strata's Adam decouples weight decay (AdamW)");
-      q.unsupported("torch_adam", no, "Strata uses its own fused CPU Adam");
+      q.accept("torch_adam", "the same AdamW arithmetic in Strata's own kernel");
       q.unsupported("amsgrad", no, "Strata's AdamW has no AMSGrad variant");
-      q.unsupported("bias_correction", yes, "Strata's AdamW always corrects the moments' bias");
+      if (const json* e = q.get("bias_correction"))
+        set("adam-bias-correction", q.boolean("bias_correction", *e) ? "true" : "false", q.from("bias_correction"));
       q.finish();
     }
     b.finish();
@@ -267,7 +311,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
 
   // Scheduler: linear warmup from 0, then constant, linear or cosine decay.
   if (const json* v = top.get("scheduler")) {
-    Block b(*v, "scheduler", path);
+    Block b(*v, "scheduler", path, notes);
     const json* t = b.get("type");
     STRATA_CHECK(t, b.where("type") + " is missing", "use WarmupLR, WarmupDecayLR or WarmupCosineLR");
     const std::string type = b.string("type", *t);
@@ -276,14 +320,10 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                  "Strata schedules WarmupLR, WarmupDecayLR and WarmupCosineLR");
     set("lr-decay", type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine", b.from("type"));
     if (const json* p = b.get("params")) {
-      Block q(*p, "scheduler.params", path);
+      Block q(*p, "scheduler.params", path, notes);
       map_key(q, "warmup_num_steps", "warmup", Kind::integer);
-      // DeepSpeed's default warmup is logarithmic; Strata's is linear, so say it.
-      const json* wt = q.get("warmup_type");
-      STRATA_CHECK(wt && wt->is_string() && wt->get<std::string>() == "linear",
-                   q.where("warmup_type") + (wt ? " = " + wt->dump() : std::string(" (DeepSpeed's default \"log\")")) +
-                       " is not implemented",
-                   "Strata warms up linearly: set \"warmup_type\": \"linear\"");
+      // Absent: DeepSpeed's default "log" (add_deepspeed_defaults).
+      map_key(q, "warmup_type", "warmup-type", Kind::text);
       if (type == "WarmupCosineLR") {
         map_key(q, "cos_min_ratio", "min-lr-ratio", Kind::number);
         q.unsupported(
@@ -308,38 +348,62 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.finish();
   }
 
-  // ZeRO.
-  if (const json* v = top.get("zero_optimization")) {
-    Block b(*v, "zero_optimization", path);
+  // ZeRO. `true`/`false`: DeepSpeed's old form, stage 1 or 0 (read_zero_config_deprecated).
+  if (const json* v = top.get("zero_optimization"); v && v->is_boolean()) {
+    set("zero-stage", v->get<bool>() ? "1" : "0", top.from("zero_optimization") + " (DeepSpeed's old form)");
+  } else if (v) {
+    Block b(*v, "zero_optimization", path, notes);
     map_key(b, "stage", "zero-stage", Kind::integer);
     if (const json* e = b.get("overlap_comm"))
       set("overlap-comm", b.boolean("overlap_comm", *e) ? "true" : "false", b.from("overlap_comm"));
-    b.unsupported("contiguous_gradients", yes, "Strata's gradients are always contiguous per bucket");
-    b.unsupported("reduce_scatter", yes, "Strata always reduce-scatters (stages 1-3)");
-    b.unsupported("allgather_partitions", yes, "Strata always all-gathers partitions");
-    b.unsupported("round_robin_gradients", no, "Strata partitions gradients contiguously");
-    b.unsupported("load_from_fp32_weights", yes, "Strata resumes from the f32 master");
-    b.unsupported("stage3_gather_16bit_weights_on_model_save", no,
-                  "Strata's checkpoints keep the f32 master; `strata export` writes 16-bit safetensors");
-    b.unsupported("gather_16bit_weights_on_model_save", no,
-                  "Strata's checkpoints keep the f32 master; `strata export` writes 16-bit safetensors");
+    // How DeepSpeed moves and lays out gradients and parameters: speed and memory, the same result.
+    b.accept("contiguous_gradients", "Strata's gradients are always contiguous per bucket (memory only)");
+    b.accept("reduce_scatter", "Strata reduce-scatters at stages 1-3 (all-reduce gives the same sums)");
+    b.accept("allgather_partitions", "Strata all-gathers partitions (the same parameters either way)");
+    b.accept("round_robin_gradients", "an offload speed-up in DeepSpeed; Strata's partitions give the same result");
+    // How DeepSpeed reads its own checkpoints; Strata's resume restores the f32 master exactly.
+    b.accept("load_from_fp32_weights", "Strata resumes from its f32 master, bit for bit");
+    b.accept("elastic_checkpoint", "Strata's checkpoints reshard onto any world size");
+    for (const char* k : {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
+                          "stage3_gather_fp16_weights_on_model_save"})
+      b.accept(k, "Strata's checkpoints keep the f32 master; `strata export` writes the 16-bit model");
     b.unsupported("zero_quantized_weights", no, "Strata gathers weights unquantised");
     b.unsupported("zero_quantized_gradients", no, "Strata reduces gradients unquantised");
-    map_key(b, "reduce_bucket_size", "reduce-bucket-size", Kind::integer);
-    map_key(b, "allgather_bucket_size", "allgather-bucket-size", Kind::integer);
+    // A bucket size of 0 is DeepSpeed's "one parameter per bucket": a speed setting, so
+    // Strata's own size stands in.
+    for (const auto& [key, option] : {std::pair{"reduce_bucket_size", "reduce-bucket-size"},
+                                      std::pair{"allgather_bucket_size", "allgather-bucket-size"}})
+      if (const json* e = b.get(key)) {
+        if (b.integer(key, *e) == 0)
+          b.note(key,
+                 "0 (one parameter per bucket in DeepSpeed) keeps Strata's --" + std::string(option) + " (speed only)");
+        else
+          set(option, std::to_string(b.integer(key, *e)), b.from(key));
+      }
     map_key(b, "stage3_prefetch_bucket_size", "prefetch-bucket-size", Kind::integer);
     map_key(b, "stage3_param_persistence_threshold", "param-persistence-threshold", Kind::integer);
     map_key(b, "stage3_max_live_parameters", "max-live-params", Kind::integer);
-    map_key(b, "sub_group_size", "sub-group-size", Kind::integer);
+    map_key(b, "max_live_parameters", "max-live-params", Kind::integer);  // DeepSpeed's field name
+    if (const json* e = b.get("sub_group_size")) {
+      if (b.integer("sub_group_size", *e) == 0)  // DeepSpeed: one group per parameter tensor
+        b.note("sub_group_size", "0 keeps Strata's --sub-group-size (it only bounds the optimizer's working set)");
+      else
+        set("sub-group-size", std::to_string(b.integer("sub_group_size", *e)), b.from("sub_group_size"));
+    }
     map_key(b, "zero_hpz_partition_size", "hpz-partition-size", Kind::integer);
-    b.unsupported(
-        "stage3_max_reuse_distance", [](const json&) { return true; }, "");
-    b.unsupported("cpu_offload", no, "use offload_optimizer {\"device\": \"cpu\"}");
+    for (const char* k : {"stage3_max_reuse_distance", "max_reuse_distance"})
+      b.accept(k, "Strata releases a gathered unit after its use (its prefetch keeps the next ones)");
+    // The old offload switches.
+    if (const json* e = b.get("cpu_offload"))
+      if (b.boolean("cpu_offload", *e)) set("offload-optimizer", "cpu", b.from("cpu_offload"));
+    if (const json* e = b.get("cpu_offload_params"))
+      if (b.boolean("cpu_offload_params", *e)) set("offload-param", "cpu", b.from("cpu_offload_params"));
+    b.accept("cpu_offload_use_pin_memory", "Strata's staging buffers are always page-locked");
     std::string pin_from;
     for (const char* block : {"offload_optimizer", "offload_param"}) {
       const json* o = b.get(block);
       if (!o) continue;
-      Block q(*o, std::string("zero_optimization.") + block, path);
+      Block q(*o, std::string("zero_optimization.") + block, path, notes);
       const std::string option = std::string(block) == "offload_optimizer" ? "offload-optimizer" : "offload-param";
       if (const json* e = q.get("device")) {
         const std::string d = q.string("device", *e);
@@ -348,7 +412,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
         set(option, d, q.from("device"));
       }
       map_key(q, "nvme_path", "nvme-path", Kind::text);
-      q.unsupported("pin_memory", yes, "Strata's staging buffers are always page-locked");
+      q.accept("pin_memory", "Strata's staging buffers are always page-locked");
       map_key(q, "buffer_count", "pin-buffer-count", Kind::integer);
       map_key(q, "buffer_size", "pin-buffer-size", Kind::integer);
       map_key(q, "ratio", "offload-ratio", Kind::number);
@@ -365,7 +429,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   }
 
   if (const json* v = top.get("aio")) {
-    Block b(*v, "aio", path);
+    Block b(*v, "aio", path, notes);
     map_key(b, "block_size", "aio-block-size", Kind::integer);
     map_key(b, "queue_depth", "aio-queue-depth", Kind::integer);
     // One io_uring per swapping thread: Strata's parallelism is its host threads.
@@ -378,11 +442,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   }
 
   if (const json* v = top.get("activation_checkpointing")) {
-    Block b(*v, "activation_checkpointing", path);
+    Block b(*v, "activation_checkpointing", path, notes);
     set("activation-checkpointing", "true", top.from("activation_checkpointing") + " (present)");
     if (const json* e = b.get("cpu_checkpointing"))
       if (b.boolean("cpu_checkpointing", *e)) set("offload-activations", "cpu", b.from("cpu_checkpointing"));
-    b.unsupported("partition_activations", no, "Strata keeps each rank's checkpoints whole");
+    // DeepSpeed splits checkpoints across model-parallel ranks; Strata has none to split over.
+    b.accept("partition_activations", "no model parallelism: each rank keeps its checkpoints whole");
     b.unsupported(
         "contiguous_memory_optimization", [](const json&) { return true; }, "");
     b.unsupported(
@@ -392,6 +457,32 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.finish();
   }
   top.finish();
+  // DeepSpeed applies offload_param at stage 3 only and ignores it below.
+  const auto stage =
+      std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "zero-stage"; });
+  const auto param =
+      std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "offload-param"; });
+  if (param != out.end() && param->value != "none" && (stage == out.end() || stage->value != "3")) {
+    notes.lines.push_back(param->from + " = " + param->value +
+                          ": ignored below stage 3, as DeepSpeed ignores it (parameters stay on the device)");
+    out.erase(param);
+  } else if (param != out.end() && param->value != "none") {
+    // Strata's offloaded parameters are updated where they live, by the host optimizer, so
+    // the optimizer goes with them: the same result, its states in host RAM too.
+    const auto opt =
+        std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "offload-optimizer"; });
+    if (opt == out.end() || opt->value == "none") {
+      const std::string tier = param->value, from = param->from;
+      if (opt != out.end()) out.erase(opt);
+      out.push_back({"offload-optimizer", tier, from + " (the optimizer goes with offloaded parameters)"});
+      notes.lines.push_back(from + " = " + tier + ": Strata offloads the optimizer with the parameters it updates " +
+                            "(the same result; the optimizer's states move to host memory too)");
+    }
+  }
+  std::set<std::string> auto_options;
+  resolve_autos(notes.autos, path, hidden, set, auto_options, notes.lines);
+  add_deepspeed_defaults(j, path, out, auto_options, notes.lines);
+  if (notes_out) *notes_out = std::move(notes.lines);
   return out;
 }
 

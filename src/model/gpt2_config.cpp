@@ -37,34 +37,16 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
     STRATA_CHECK(j["model_type"] == "gpt2",
                  "model config '" + origin + "' is a Hugging Face '" + j["model_type"].dump() + "' model",
                  "Strata's GPT-2 path reads model_type \"gpt2\" configs");
-  static const std::set<std::string> hf_keys = {"activation_function",
-                                                "layer_norm_epsilon",
-                                                "n_inner",
-                                                "tie_word_embeddings",
-                                                "scale_attn_weights",
-                                                "scale_attn_by_inverse_layer_idx",
-                                                "reorder_and_upcast_attn",
-                                                "add_cross_attention",
-                                                "attn_pdrop",
-                                                "embd_pdrop",
-                                                "resid_pdrop",
-                                                "summary_activation",
-                                                "summary_first_dropout",
-                                                "summary_proj_to_labels",
-                                                "summary_type",
-                                                "summary_use_proj",
-                                                "bos_token_id",
-                                                "eos_token_id",
-                                                "pad_token_id",
-                                                "initializer_range",
-                                                "task_specific_params",
-                                                "torch_dtype",
-                                                "dtype",
-                                                "transformers_version",
-                                                "use_cache",
-                                                "_name_or_path",
-                                                "id2label",
-                                                "label2id"};
+  static const std::set<std::string> hf_keys = {
+      "activation_function", "layer_norm_epsilon", "n_inner", "tie_word_embeddings", "scale_attn_weights",
+      "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention", "attn_pdrop", "embd_pdrop",
+      "resid_pdrop", "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
+      "summary_use_proj", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "task_specific_params",
+      "torch_dtype", "dtype", "transformers_version", "use_cache", "_name_or_path", "id2label", "label2id",
+      // bookkeeping of older configs (openai-community/gpt2 and its copies)
+      "n_special", "predict_special_tokens", "_num_labels", "num_labels", "output_past", "finetuning_task",
+      "problem_type", "gradient_checkpointing", "return_dict", "output_hidden_states", "output_attentions",
+      "tokenizer_class"};
   auto check_hf = [&](const std::string& key, const nlohmann::json& v) {
     auto need = [&](bool ok, const std::string& expected) {
       STRATA_CHECK(ok,
@@ -80,6 +62,8 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
     else if (key == "scale_attn_by_inverse_layer_idx" || key == "reorder_and_upcast_attn" ||
              key == "add_cross_attention")
       need(v == false, key + " false");
+    else if (key == "n_special")  // GPT-1's extra embedding rows; GPT-2's configs carry 0
+      need(v == 0, "no special-token rows (n_special 0)");
     else if (key == "n_inner")
       need(v.is_null() || (v.is_number_integer() && j.contains("n_embd") && v == 4 * j["n_embd"].get<int>()),
            "n_inner = 4 * n_embd");

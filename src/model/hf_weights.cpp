@@ -151,6 +151,49 @@ bool is_hf_model_dir(const std::string& path) {
           fs::exists(fs::path(path) / "model.safetensors.index.json"));
 }
 
+void check_model_weights(const std::string& path, bool random_init) {
+  if (random_init || !fs::is_directory(path) || is_hf_model_dir(path)) return;
+  const fs::path p(path);
+  if (fs::exists(p / "pytorch_model.bin") || fs::exists(p / "pytorch_model.bin.index.json"))
+    throw_error("model directory '" + path + "' has PyTorch weights (pytorch_model.bin) but no safetensors",
+                "convert them once with transformers: python3 -c \"from transformers import AutoModelForCausalLM as M; "
+                "M.from_pretrained('" +
+                    path + "').save_pretrained('" + path +
+                    "', safe_serialization=True)\" (or pass --init random to train from random weights)");
+  throw_error("model directory '" + path + "' has config.json but no weights (model.safetensors or " +
+                  "model.safetensors.index.json)",
+              "download the weights into it, or pass --init random to train the architecture from random weights");
+}
+
+std::vector<std::string> carry_model_files(const std::string& source, const std::string& out) {
+  const fs::path src(source), dst(out);
+  if (!fs::is_directory(src)) return {"the source model directory '" + source + "' is gone: no tokenizer files copied"};
+  std::vector<std::string> done;
+  for (const char* f :
+       {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+        "vocab.json", "merges.txt", "chat_template.jinja", "generation_config.json"}) {
+    if (!fs::exists(src / f)) continue;
+    std::error_code ec;
+    fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing, ec);
+    STRATA_CHECK(!ec, "cannot copy '" + (src / f).string() + "' to '" + out + "': " + ec.message(),
+                 "check the directory and free space");
+    done.push_back(std::string("copied ") + f);
+  }
+  std::ifstream in(src / "config.json");
+  const nlohmann::ordered_json from = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (from.is_discarded() || !from.is_object()) return done;
+  std::ifstream cur(dst / "config.json");
+  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(cur, nullptr, false);
+  cur.close();
+  if (cfg.is_discarded() || !cfg.is_object()) return done;
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (from.contains(k)) cfg[k] = from[k], done.push_back(std::string("kept ") + k + " " + from[k].dump());
+  std::ofstream o(dst / "config.json");
+  o << cfg.dump(2) << "\n";
+  STRATA_CHECK(o.good(), "cannot write '" + (dst / "config.json").string() + "'", "check the directory and free space");
+  return done;
+}
+
 HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf_tensor_table(spec)) {
   fs::path p(path);
   if (fs::is_directory(p))

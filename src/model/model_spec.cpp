@@ -1,5 +1,7 @@
 #include "model/model_spec.h"
 
+#include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -71,6 +73,16 @@ std::string ModelSpec::shape_json() const {
   return j.dump();
 }
 
+namespace {
+// The shortest decimal that reads back as the same float (1e-06, not 9.99999997e-07): what
+// the source config.json held, so an export's config equals it.
+double exact(float f) {
+  char b[32];
+  const auto r = std::to_chars(b, b + sizeof b, f);
+  return std::strtod(std::string(b, r.ptr).c_str(), nullptr);
+}
+}  // namespace
+
 std::string ModelSpec::hf_config_json(DType dtype) const {
   const char* td = dtype == DType::f32 ? "float32" : dtype == DType::bf16 ? "bfloat16" : "float16";
   nlohmann::ordered_json j;
@@ -85,8 +97,8 @@ std::string ModelSpec::hf_config_json(DType dtype) const {
          {"num_attention_heads", c.n_head},
          {"num_key_value_heads", c.n_kv_head},
          {"max_position_embeddings", c.max_seq_len},
-         {"rms_norm_eps", c.rms_eps},
-         {"rope_theta", c.rope_theta},
+         {"rms_norm_eps", exact(c.rms_eps)},
+         {"rope_theta", exact(c.rope_theta)},
          {"rope_scaling", nullptr},
          {"attention_bias", false},
          {"mlp_bias", false},

@@ -10,7 +10,7 @@
 namespace strata {
 
 FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokenizer, int vocab_size, int seq_len,
-                           uint64_t seed)
+                           uint64_t seed, const std::string& prepare)
     : path_(path), T_(seq_len), seed_(seed) {
   std::ifstream f(path);
   STRATA_CHECK(f.good(), "data '" + path + "' cannot be opened", "check --data");
@@ -35,23 +35,32 @@ FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokeniz
       throw_error(at + ": invalid JSON (" + std::string(e.what()) + ")", "each line must be one JSON object");
     }
     STRATA_CHECK(j.is_object(), at + ": not a JSON object", "each line must be one JSON object");
+    auto read_ids = [&](const nlohmann::json& arr, const char* ids_key, std::vector<int32_t>& out) {
+      STRATA_CHECK(arr.is_array(), at + ": \"" + ids_key + "\" is not an array of token ids",
+                   "give token ids as a JSON array of integers");
+      for (const auto& v : arr) {
+        STRATA_CHECK(v.is_number_integer(), at + ": \"" + ids_key + "\" holds " + v.dump() + ", not a token id",
+                     "give token ids as a JSON array of integers");
+        const int64_t id = v.get<int64_t>();
+        STRATA_CHECK(id >= 0 && id < vocab_size,
+                     at + ": token id " + std::to_string(id) + " in \"" + ids_key +
+                         "\" is outside the model's vocabulary of " + std::to_string(vocab_size),
+                     "the data was tokenized for a different model");
+        out.push_back(int32_t(id));
+      }
+    };
+    const std::string how = prepare.empty() ? std::string("prepare it with tools/prepare_data.py") : "run " + prepare;
+    STRATA_CHECK(!j.contains("messages") && !j.contains("text"),
+                 at + ": " + (j.contains("messages") ? "chat records (\"messages\")" : "\"text\" records") +
+                     " need the model's own tokenizer and chat template",
+                 how);
+    if (j.contains("input_ids")) {  // tools/prepare_data.py's: the whole sample and its loss mask
+      add_prepared(j, at, read_ids);
+      continue;
+    }
     auto ids_of = [&](const char* text_key, const char* ids_key, std::vector<int32_t>& out) {
       out.clear();
-      if (j.contains(ids_key)) {
-        STRATA_CHECK(j[ids_key].is_array(), at + ": \"" + ids_key + "\" is not an array of token ids",
-                     "give token ids as a JSON array of integers");
-        for (const auto& v : j[ids_key]) {
-          STRATA_CHECK(v.is_number_integer(), at + ": \"" + ids_key + "\" holds " + v.dump() + ", not a token id",
-                       "give token ids as a JSON array of integers");
-          const int64_t id = v.get<int64_t>();
-          STRATA_CHECK(id >= 0 && id < vocab_size,
-                       at + ": token id " + std::to_string(id) + " in \"" + ids_key +
-                           "\" is outside the model's vocabulary of " + std::to_string(vocab_size),
-                       "the data was tokenized for a different model");
-          out.push_back(int32_t(id));
-        }
-        return;
-      }
+      if (j.contains(ids_key)) return read_ids(j[ids_key], ids_key, out);
       STRATA_CHECK(j.contains(text_key) && j[text_key].is_string(),
                    at +
                        ": a record needs \"prompt\" and \"completion\" strings (or \"prompt_ids\" and "
@@ -59,8 +68,8 @@ FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokeniz
                        (j.contains(text_key) ? "a non-string \"" + std::string(text_key) + "\""
                                              : "no \"" + std::string(text_key) + "\""),
                    "fix the record");
-      STRATA_CHECK(tokenizer, at + ": text records need a tokenizer",
-                   "give --tokenizer PATH/tokenizer.model (sentencepiece), or --tokenizer bytes for byte-level models");
+      STRATA_CHECK(tokenizer, at + ": text records need a tokenizer, and this model has no tokenizer.model",
+                   how + " (or give --tokenizer PATH/tokenizer.model, or --tokenizer bytes for byte-level models)");
       out = tokenizer->encode(j[text_key].get<std::string>());
       for (int32_t id : out)
         STRATA_CHECK(id >= 0 && id < vocab_size,
@@ -85,12 +94,9 @@ FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokeniz
                                 : "the prompt's " + std::to_string(pend) +
                                       " tokens leave no completion token within --seq-len " + std::to_string(T_)),
                  pend == 0 ? "give the record a prompt" : "raise --seq-len or shorten the prompt");
-    if (int64_t(tokens_.size()) - start > int64_t(T_) + 1) {
-      tokens_.resize(size_t(start + T_ + 1));
-      ++truncated_;
-    }
-    begin_.push_back(int64_t(tokens_.size()));
-    prompt_end_.push_back(int32_t(pend));
+    counts_.resize(tokens_.size(), 1);  // every target from the first completion token on counts
+    std::fill(counts_.begin() + start, counts_.begin() + start + pend, uint8_t(0));
+    end_record(start);
   }
   STRATA_CHECK(records() > 0, "data '" + path + "' holds no records", "give a JSONL file with one record per line");
   for (auto& p : perm_) p.resize(size_t(records()));
@@ -114,13 +120,14 @@ void FinetuneData::fill(int64_t first_sample, int count, std::span<int32_t> inpu
   for (int s = 0; s < count; ++s) {
     const int64_t r = record_of(first_sample + s);
     const int32_t* t = tokens_.data() + begin_[size_t(r)];
-    const int64_t len = begin_[size_t(r) + 1] - begin_[size_t(r)], pend = prompt_end_[size_t(r)];
+    const uint8_t* c = counts_.data() + begin_[size_t(r)];
+    const int64_t len = begin_[size_t(r) + 1] - begin_[size_t(r)];
     int32_t* in = inputs.data() + int64_t(s) * T_;
     int32_t* tg = targets.data() + int64_t(s) * T_;
     for (int64_t j = 0; j < T_; ++j) {
       const bool real = j + 1 < len;
       in[j] = j < len ? t[j] : pad_;
-      tg[j] = real && j + 1 >= pend ? t[j + 1] : -1;
+      tg[j] = real && c[j + 1] ? t[j + 1] : -1;
     }
   }
 }
@@ -129,13 +136,49 @@ int64_t FinetuneData::unmasked_targets(int64_t first_sample, int count) const {
   int64_t n = 0;
   for (int s = 0; s < count; ++s) {
     const int64_t r = record_of(first_sample + s);
-    n += begin_[size_t(r) + 1] - begin_[size_t(r)] - prompt_end_[size_t(r)];
+    n += counted_[size_t(r)];
   }
   return n;
 }
 
+// Cuts the record that starts at `start` to seq_len+1 tokens and closes it: its number of
+// counted targets (positions 1.. whose token is a target) is what unmasked_targets adds.
+void FinetuneData::end_record(int64_t start) {
+  if (int64_t(tokens_.size()) - start > int64_t(T_) + 1) {
+    tokens_.resize(size_t(start + T_ + 1));
+    counts_.resize(tokens_.size());
+    ++truncated_;
+  }
+  int32_t n = 0;
+  for (size_t k = size_t(start) + 1; k < tokens_.size(); ++k) n += counts_[k];
+  begin_.push_back(int64_t(tokens_.size()));
+  counted_.push_back(n);
+}
+
+template <typename ReadIds>
+void FinetuneData::add_prepared(const nlohmann::json& j, const std::string& at, ReadIds& read_ids) {
+  std::vector<int32_t> ids;
+  read_ids(j["input_ids"], "input_ids", ids);
+  STRATA_CHECK(j.contains("loss_mask") && j["loss_mask"].is_array() && j["loss_mask"].size() == ids.size(),
+               at + ": \"loss_mask\" must be an array as long as \"input_ids\" (" + std::to_string(ids.size()) + ")",
+               "prepare the file with tools/prepare_data.py");
+  const int64_t start = int64_t(tokens_.size());
+  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
+  for (const auto& m : j["loss_mask"]) {
+    STRATA_CHECK(m == 0 || m == 1, at + ": \"loss_mask\" holds " + m.dump() + ", not 0 or 1",
+                 "1 marks a token the loss counts, 0 one it does not");
+    counts_.push_back(uint8_t(m == 1));
+  }
+  counts_[size_t(start)] = 0;  // the first token has nothing before it to predict it from
+  end_record(start);
+  STRATA_CHECK(counted_.back() > 0,
+               at + ": no token the loss counts within --seq-len " + std::to_string(T_) + " (of " +
+                   std::to_string(ids.size()) + " tokens)",
+               "raise --seq-len, or drop the record (its assistant turns start too late)");
+}
+
 std::string FinetuneData::describe() const {
-  return std::to_string(records()) + " prompt/completion records, " + std::to_string(tokens()) + " tokens" +
+  return std::to_string(records()) + " records, " + std::to_string(tokens()) + " tokens" +
          (tokenizer_name_.empty() ? std::string(" (pre-tokenized)") : " by " + tokenizer_name_) +
          (truncated_ ? ", " + std::to_string(truncated_) + " cut to --seq-len " + std::to_string(T_) : std::string());
 }

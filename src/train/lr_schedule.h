@@ -1,6 +1,10 @@
-// Linear warmup, then a decay from lr to lr*min_ratio at the last step: cosine (default),
-// linear (DeepSpeed's WarmupDecayLR) or none (WarmupLR: constant after warmup).
+// Warmup, then a decay from lr to lr*min_ratio at the last step: cosine (default), linear
+// (DeepSpeed's WarmupDecayLR) or none (WarmupLR: constant after warmup). The warmup is
+// linear (Strata's) or logarithmic (DeepSpeed's default warmup_type "log", step for step:
+// DeepSpeed sets warmup_min_lr before its first update and then lr·ln(i+1)/ln(warmup) after
+// update i, so step s (from 0) runs at lr·ln(max(s, 1))/ln(warmup) until s = warmup).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -11,9 +15,12 @@ struct LrSchedule {
   int64_t warmup = 0, total = 1;
   double min_ratio = 0.1;
   enum class Decay { cosine, linear, constant } decay = Decay::cosine;
+  enum class Warmup { linear, log } warmup_type = Warmup::linear;
 
   double at(int64_t step) const {  // step counts from 0
-    if (step < warmup) return lr * double(step + 1) / double(warmup);
+    if (warmup_type == Warmup::log && warmup > 1 && step < warmup)
+      return lr * std::log(double(std::max<int64_t>(step, 1))) / std::log(double(warmup));
+    if (warmup_type == Warmup::linear && step < warmup) return lr * double(step + 1) / double(warmup);
     if (total <= warmup + 1 || decay == Decay::constant) return lr;
     const double progress = std::min(1.0, double(step - warmup) / double(total - warmup - 1));
     const double min_lr = lr * min_ratio;

@@ -158,6 +158,9 @@ std::vector<TrainOption> make_options() {
   v.push_back(text("tokenizer", &O::tokenizer,
                    "for JSONL text: a sentencepiece tokenizer.model, or 'bytes' (default: tokenizer.model in the "
                    "--model directory)"));
+  v.push_back(text("init", &O::init,
+                   "auto (a model directory's safetensors weights, required there; else random) | random",
+                   {"auto", "random"}));
   v.push_back(integer("steps", &O::steps, "optimizer steps", 1));
   v.push_back(integer("micro-batch", &O::micro_batch, "sequences per micro-batch", 1, INT64_MAX, false,
                       "train_micro_batch_size_per_gpu"));
@@ -167,6 +170,9 @@ std::vector<TrainOption> make_options() {
   v.push_back(real("lr", &O::lr, "peak learning rate", positive, "must be positive", "optimizer.params.lr"));
   v.push_back(
       integer("warmup", &O::warmup, "linear warmup steps", 0, INT64_MAX, false, "scheduler.params.warmup_num_steps"));
+  v.push_back(text("warmup-type", &O::warmup_type,
+                   "linear | log (DeepSpeed's default: lr·ln(max(step,1))/ln(warmup), step for step as DeepSpeed)",
+                   {"linear", "log"}, "scheduler.params.warmup_type"));
   v.push_back(text("lr-decay", &O::lr_decay,
                    "after warmup: cosine | linear | constant (down to --min-lr-ratio at the last step)",
                    {"cosine", "linear", "constant"}));
@@ -227,6 +233,8 @@ std::vector<TrainOption> make_options() {
   v.push_back(count("allgather-bucket-size", &O::allgather_bucket_size,
                     "elements (all ranks) per parameter all-gather bucket (stages 1-2)", 1,
                     "zero_optimization.allgather_bucket_size"));
+  v.push_back(boolean("adam-bias-correction", &O::adam_bias_correction, "AdamW divides m and v by 1-β^t (true | false)",
+                      nullptr, "optimizer.params.bias_correction"));
   v.push_back(boolean("overlap-comm", &O::overlap_comm,
                       "run communication on its own stream, overlapped with backward (true | false)", nullptr,
                       "zero_optimization.overlap_comm"));

@@ -42,6 +42,8 @@ std::vector<Difference> differences(const CheckpointManifest& m, const TrainOpti
   }
   cmp("lr", "--lr", o.lr, false);
   cmp("warmup", "--warmup", o.warmup, false);
+  cmp("warmup_type", "--warmup-type", o.warmup_type, false);
+  cmp("adam_bias_correction", "--adam-bias-correction", o.adam_bias_correction, false);
   cmp("steps", "--steps", o.steps, false);
   cmp("data", "--data", data_path, false);
   return out;

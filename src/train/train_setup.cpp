@@ -10,6 +10,27 @@
 
 namespace strata {
 
+namespace {
+// The command that turns `data` into token ids with the model's own tokenizer and chat
+// template (tools/prepare_data.py), with the paths of this checkout when the binary is in
+// one (build/strata) and its virtualenv when tools/setup.sh made it.
+std::string prepare_command(const std::string& model, const std::string& data) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  const bool here = !ec && fs::exists(root / "tools" / "prepare_data.py");
+  const std::string script = here ? (root / "tools" / "prepare_data.py").string() : "tools/prepare_data.py";
+  const std::string python =
+      here && fs::exists(root / ".venv/bin/python") ? (root / ".venv/bin/python").string() : std::string("python3");
+  const fs::path d(data);
+  const std::string out = (d.parent_path() / (d.stem().string() + ".prepared.jsonl")).string();
+  // A config file has no tokenizer: the command then names the directory that holds it.
+  const std::string dir = fs::is_directory(model) ? model : std::string("HF_MODEL_DIR");
+  return python + " " + script + " --model " + dir + " --input " + data + " --output " + out +
+         ", then train with --data " + out;
+}
+}  // namespace
+
 std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const std::string& data_path,
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe) {
@@ -21,7 +42,8 @@ std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const
     if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
       tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
     std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
-    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed);
+    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed,
+                                             prepare_command(model_path, data_path));
     if (describe) *describe = ft->describe();
     data = std::move(ft);
   } else {
@@ -49,7 +71,8 @@ zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec
     std::vector<int64_t> unit_elems(size_t(spec.n_layer() + 2), 0);
     for (const ParamSpec& ps : unit_layout(spec)) unit_elems[size_t(ps.unit)] += ps.shape.numel();
     const int64_t layer = *std::max_element(unit_elems.begin() + 1, unit_elems.end() - 1);
-    zo.prefetch_depth = int(std::max<int64_t>(1, opts.prefetch_bucket_size / layer));
+    // At most every other unit ahead (DeepSpeed's 5e8 on a small model asks for more).
+    zo.prefetch_depth = int(std::clamp<int64_t>(opts.prefetch_bucket_size / layer, 1, spec.n_layer() + 1));
   }
   zo.param_persistence_threshold = opts.param_persistence_threshold;
   zo.max_live_params = opts.max_live_params;

@@ -25,6 +25,7 @@ struct TrainOptions {
   // JSONL text records: "bytes" or a sentencepiece model file; empty: the tokenizer.model
   // beside a Hugging Face --model, if any.
   std::string tokenizer;
+  std::string init = "auto";  // auto: a model directory's weights (required) | random
   int64_t steps = 400;
   int micro_batch = 8;
   int grad_accum = 1;
@@ -32,10 +33,12 @@ struct TrainOptions {
   double lr = 2e-3;
   int64_t warmup = 20;
   double min_lr_ratio = 0.1;
-  std::string lr_decay = "cosine";  // cosine | linear | constant
+  std::string lr_decay = "cosine";     // cosine | linear | constant
+  std::string warmup_type = "linear";  // linear | log (DeepSpeed's WarmupLR default)
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double grad_clip = 1.0;  // 0 disables clipping
+  bool adam_bias_correction = true;  // DeepSpeed's optimizer.params.bias_correction
+  double grad_clip = 1.0;            // 0 disables clipping
   DType precision = DType::f32;
   uint64_t seed = 1337;
   std::string out = "out";

@@ -1,6 +1,7 @@
 #include "train/training_run.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "backend/device.h"
 #include "comm/communicator.h"
@@ -36,7 +37,8 @@ TrainingRun::TrainingRun(const TrainOptions& o)
     return;
   }
   start_step = checkpoint ? checkpoint->manifest().step : 0;
-  if (hf_dir && !checkpoint) imported = std::make_unique<HfWeights>(model_path, spec);
+  if (!checkpoint) check_model_weights(model_path, opts.init == "random");
+  if (hf_dir && !checkpoint && opts.init != "random") imported = std::make_unique<HfWeights>(model_path, spec);
   data = make_training_data(opts, data_path, model_path, hf_dir, spec, &data_line);
   open_device();
   open_engine_and_model();
@@ -44,6 +46,7 @@ TrainingRun::TrainingRun(const TrainOptions& o)
               opts.lr_decay == "linear"     ? LrSchedule::Decay::linear
               : opts.lr_decay == "constant" ? LrSchedule::Decay::constant
                                             : LrSchedule::Decay::cosine};
+  schedule.warmup_type = opts.warmup_type == "log" ? LrSchedule::Warmup::log : LrSchedule::Warmup::linear;
 }
 
 // This rank's share of its node, the device's and the host's threads (disjoint CPUs when
@@ -85,7 +88,8 @@ void TrainingRun::open_engine_and_model() {
                                                           float(opts.beta2),
                                                           float(opts.eps),
                                                           float(opts.weight_decay),
-                                                          {isa, device_threads, 1 << 16}},
+                                                          {isa, device_threads, 1 << 16},
+                                                          opts.adam_bias_correction},
                                               tiers.get());
   if (engine->comm_stream() && !split.device.empty()) {  // communication is the device's work
     engine->comm_stream()->launch_host([this] { cpu::bind_this_thread(split.device); });
@@ -139,12 +143,17 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
                    {"last_overflow", scaler.last_overflow}};
   m.run = {{"lr", opts.lr},
            {"warmup", opts.warmup},
+           {"warmup_type", opts.warmup_type},
+           {"adam_bias_correction", opts.adam_bias_correction},
            {"steps", opts.steps},
            {"micro_batch", opts.micro_batch},
            {"grad_accum", opts.grad_accum},
            {"seq_len", opts.seq_len},
            {"precision", std::string(dtype_name(opts.precision))},
            {"data", data_path}};
+  // The model directory a run started from: `strata export` copies its tokenizer files,
+  // generation_config.json and special token ids into the exported model.
+  if (std::filesystem::is_directory(model_path)) m.run["model_dir"] = std::filesystem::absolute(model_path).string();
   const std::vector<zero::ZeroEngine::StatePiece> pieces = engine->state_pieces(int64_t(1) << 22);
   static const char* kinds[3] = {"master", "m", "v"};
   std::vector<io::SafetensorsWriter::Entry> table;

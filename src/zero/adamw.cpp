@@ -26,7 +26,7 @@ void AdamW::step(float* params, const void* grads, DType grad_dtype, void* compu
     a.n = g.count;
     a.lr = lr, a.beta1 = cfg_.beta1, a.beta2 = cfg_.beta2, a.eps = cfg_.eps;
     a.weight_decay = g.decay ? cfg_.weight_decay : 0.0f;
-    a.grad_scale = grad_scale, a.t = t;
+    a.grad_scale = grad_scale, a.t = t, a.bias_correction = cfg_.bias_correction;
     a.isa = int(cfg_.kernel.isa), a.threads = cfg_.kernel.threads, a.tile = cfg_.kernel.tile;
     be_.adamw(a, nonfinite, be_.compute_stream());
   }

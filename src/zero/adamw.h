@@ -12,7 +12,8 @@ namespace strata {
 
 struct AdamWConfig {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-  cpu::AdamOptions kernel;  // ISA, threads, tile
+  cpu::AdamOptions kernel;      // ISA, threads, tile
+  bool bias_correction = true;  // divide m and v by 1-β^t (DeepSpeed's bias_correction)
 };
 
 class AdamW {

@@ -165,8 +165,10 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
   d.persistent = uint64_t(persist) * esz;
   p.slack_elements = N * lay.align();
   const uint64_t slack = uint64_t(p.slack_elements);
-  if (o.max_live_params > 0) {
-    d.gathered = uint64_t(o.max_live_params) * esz;
+  if (o.max_live_params > 0) {  // never more than every unit at once (DeepSpeed's 1e9 on a small model)
+    uint64_t every_unit = 0;
+    for (int64_t s : sizes) every_unit += round64((uint64_t(s) + slack) * esz);
+    d.gathered = std::min(uint64_t(o.max_live_params) * esz, every_unit);
   } else {
     for (size_t i = 0; i < std::min<size_t>(size_t(o.prefetch_depth) + 2, sizes.size()); ++i)
       d.gathered += round64((uint64_t(sizes[i]) + slack) * esz);
@@ -191,7 +193,8 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
       if (!gs.empty())
         max_shard = std::max(max_shard, lay.shard_offset(gs.back()) + lay.sub_groups()[size_t(gs.back())].shard -
                                             lay.shard_offset(gs.front()));
-    d.fetched = (uint64_t(o.prefetch_depth) + 2) * round64(uint64_t(max_shard) * esz);
+    const uint64_t in_flight = std::min<uint64_t>(uint64_t(o.prefetch_depth) + 2, p.unit_groups.size());
+    d.fetched = in_flight * round64(uint64_t(max_shard) * esz);
     d.persistent_staging = uint64_t(persist_shard) * esz;
   }
   return p;

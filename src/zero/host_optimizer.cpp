@@ -238,8 +238,8 @@ bool HostOptimizer::adam(float* master, float* m, float* v, const float* p_in, c
     ts.n = b - a;
     if (compute_dtype_ != DType::f32 && out)
       ts.out_dtype = compute_dtype_, ts.param_out = static_cast<char*>(out) + size_t(i) * esz;
-    const cpu::AdamHyper h{lr,   cfg_.beta1, cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
-                           true, true,       t,          grad_scale};
+    const cpu::AdamHyper h{lr,   cfg_.beta1,           cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
+                           true, cfg_.bias_correction, t,          grad_scale};
     nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
   }
   // Padding is in no group; in f32 runs the copy-out is the master itself.
