@@ -68,6 +68,13 @@ mkdir -p "$root"
 mount --bind "$root" "$root"  # its root a mount point: `ip netns` bind-mounts under it
 tar -C "$root" -xf "$dir/base.tar"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Where this host reaches PyPI through a TLS-inspecting egress proxy (its pip.conf names the
+# CA bundle that trusts it), the bare system gets the same trust, as it gets resolv.conf: the
+# network's setting, not an install step (a machine with direct access needs neither).
+if [[ -f /etc/pip.conf ]] && grep -q '^cert' /etc/pip.conf; then
+  cp "$(sed -n 's/^cert *= *//p' /etc/pip.conf | head -1)" "$root/etc/host-network-ca.crt"
+  printf '[global]\ncert = /etc/host-network-ca.crt\n' >"$root/etc/pip.conf"
+fi
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"
 mount --rbind /dev "$root/dev"
