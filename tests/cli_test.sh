@@ -197,7 +197,8 @@ PY
     # The README's "Fine-tune a Hugging Face model", end to end: a model directory with weights,
     # tokenizer and chat template; chat JSONL; prepare, train, export; the export loads.
     py="$src/.venv/bin/python"
-    [[ -x $py ]] || { echo "skipped: no $py (tools/setup.sh makes it)"; exit 77; }
+    "$py" -c "import transformers, jinja2" 2>/dev/null ||
+      { echo "skipped: no $py with transformers and jinja2 (tools/setup.sh installs them from PyPI)"; exit 77; }
     "$bin" train --model "$src/configs/llama-tiny-bytes.json" --seq-len 64 --steps 1 --save-every 1 --out "$tmp/pre" 2>/dev/null ||
       fail "making the starting model failed"
     "$bin" export "$tmp/pre" --out "$tmp/model" 2>/dev/null || fail "exporting the starting model failed"
@@ -243,7 +244,8 @@ PY
     # Chat data (OpenAI messages) through the model's own tokenizer and chat template, the loss
     # on the assistant turns only; then trained on. Raw chat data names the command instead.
     py="$src/.venv/bin/python"
-    [[ -x $py ]] || { echo "skipped: no $py (tools/setup.sh makes it)"; exit 77; }
+    "$py" -c "import transformers, jinja2" 2>/dev/null ||
+      { echo "skipped: no $py with transformers and jinja2 (tools/setup.sh installs them from PyPI)"; exit 77; }
     expect_error 1 "tools/prepare_data.py --model HF_MODEL_DIR --input $src/data/chat-tiny.jsonl" -- \
       train --model "$src/configs/llama-tiny-bytes.json" --data "$src/data/chat-tiny.jsonl" --steps 1 --out "$tmp/raw"
     "$py" "$src/tools/prepare_data.py" --model "$src/tests/fixtures/hf-chat-tiny" --input "$src/data/chat-tiny.jsonl" \
