@@ -194,8 +194,16 @@ void CpuBackend::rmsnorm_backward(TensorView dinp, TensorView dweight, TensorVie
                                   TensorView weight, TensorView rstd) {
   cpu::rmsnorm_backward(h(dinp), h(dweight), h(dout), h(inp), h(weight), h(rstd), ws_);
 }
-void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
-  cpu::rope(h(x), first_head, heads, head_dim, theta, inverse);
+void CpuBackend::qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                                    int n_kv_head, int head_dim, float eps) {
+  cpu::qk_rmsnorm_forward(h(out), h(rstd), h(inp), h(qk_weight), n_head, n_kv_head, head_dim, eps);
+}
+void CpuBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                                     TensorView rstd, int n_head, int n_kv_head, int head_dim) {
+  cpu::qk_rmsnorm_backward(h(dfused), h(dqk_weight), h(inp), h(qk_weight), h(rstd), n_head, n_kv_head, head_dim, ws_);
+}
+void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
+  cpu::rope(h(x), first_head, heads, head_dim, rope, inverse);
 }
 void CpuBackend::gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) {
   cpu::gqa_expand(h(packed), h(fused), n_head, n_kv_head, head_dim);

@@ -57,7 +57,11 @@ class CpuBackend final : public Backend {
   void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) override;
   void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                         TensorView rstd) override;
-  void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) override;
+  void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                          int n_kv_head, int head_dim, float eps) override;
+  void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                           TensorView rstd, int n_head, int n_kv_head, int head_dim) override;
+  void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) override;
   void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
   void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;
   void swiglu_forward(TensorView out, TensorView gate_up) override;

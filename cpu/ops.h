@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "cpu/workspace.h"
+#include "kernels/math/rope_math.h"
 
 namespace strata::cpu {
 
@@ -31,7 +32,12 @@ void cast(TensorView dst, TensorView src);
 void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps);
 void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                       TensorView rstd, Workspace& ws);
-void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse);
+// Qwen3's per-head q/k RMSNorm on fused q|k|v rows (contract in src/backend/backend.h).
+void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                        int n_kv_head, int head_dim, float eps);
+void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws);
+void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse);
 void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim);
 void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);
 void swiglu_forward(TensorView out, TensorView gate_up);

@@ -94,25 +94,107 @@ void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, Tens
   }
 }
 
+void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                        int n_kv_head, int head_dim, float eps) {
+  const int64_t d = head_dim, H = n_head + n_kv_head, W = (H + n_kv_head) * d, N = inp.numel() / W;
+  expect_numel(inp, N * W, "qk_rmsnorm_forward", "inp");
+  expect_numel(out, N * W, "qk_rmsnorm_forward", "out");
+  expect_numel(rstd, N * H, "qk_rmsnorm_forward", "rstd");
+  expect_numel(qk_weight, 2 * d, "qk_rmsnorm_forward", "qk_weight");
+  float* rs = rstd.as<float>();
+  dispatch_act(out.dtype, [&]<typename T>(T) {
+    T* y = out.as<T>();
+    const T* x = inp.as<T>();
+    const T* qw = qk_weight.as<T>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t h = 0; h < H; ++h) {  // the q heads, then the k heads
+        const T* xr = x + n * W + h * d;
+        const T* w = qw + (h < n_head ? 0 : d);
+        float ss = 0;
+        for (int64_t c = 0; c < d; ++c) ss += to_f32(xr[c]) * to_f32(xr[c]);
+        const float r = 1.0f / std::sqrt(ss / float(d) + eps);
+        T* yr = y + n * W + h * d;
+        for (int64_t c = 0; c < d; ++c) yr[c] = from_f32<T>(to_f32(xr[c]) * r * to_f32(w[c]));
+        rs[n * H + h] = r;
+      }
+      if (y != x) std::memcpy(y + n * W + H * d, x + n * W + H * d, size_t(n_kv_head * d) * sizeof(T));  // v
+    }
+  });
+}
+
+void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws) {
+  const int64_t d = head_dim, H = n_head + n_kv_head, W = (H + n_kv_head) * d, N = inp.numel() / W;
+  expect_numel(dfused, N * W, "qk_rmsnorm_backward", "dfused");
+  expect_numel(rstd, N * H, "qk_rmsnorm_backward", "rstd");
+  expect_dtype(dqk_weight, DType::f32, "qk_rmsnorm_backward", "dqk_weight");
+  expect_numel(dqk_weight, 2 * d, "qk_rmsnorm_backward", "dqk_weight");
+  float* dw = dqk_weight.as<float>();
+  const float* rs = rstd.as<float>();
+  int max_threads = 1;
+#ifdef _OPENMP
+  max_threads = omp_get_max_threads();
+#endif
+  // Per-thread partial sums for q_norm|k_norm, reduced in a fixed order (deterministic).
+  float* partial = ws.get<float>(Scratch::layernorm, size_t(max_threads) * size_t(2 * d));
+  int used_threads = 1;
+  dispatch_act(dfused.dtype, [&]<typename T>(T) {
+    T* g = dfused.as<T>();
+    const T* x = inp.as<T>();
+    const T* qw = qk_weight.as<T>();
+#pragma omp parallel
+    {
+      int nt = 1, id = 0;
+#ifdef _OPENMP
+      nt = omp_get_num_threads(), id = omp_get_thread_num();
+#endif
+#pragma omp single
+      used_threads = nt;
+      float* pdw = partial + size_t(id) * size_t(2 * d);
+      std::memset(pdw, 0, sizeof(float) * size_t(2 * d));
+      const int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t wo = h < n_head ? 0 : d;
+          const T* xr = x + n * W + h * d;
+          const T* w = qw + wo;
+          T* gr = g + n * W + h * d;  // dy in, dx out: each element is read before it is written
+          const float r = rs[n * H + h];
+          float dot = 0;
+          for (int64_t c = 0; c < d; ++c) dot += to_f32(w[c]) * to_f32(gr[c]) * to_f32(xr[c]) * r;
+          dot /= float(d);
+          for (int64_t c = 0; c < d; ++c) {
+            const float norm = to_f32(xr[c]) * r, dy = to_f32(gr[c]);
+            pdw[wo + c] += norm * dy;
+            gr[c] = from_f32<T>(r * (to_f32(w[c]) * dy - norm * dot));
+          }
+        }
+    }
+  });
+  for (int t = 0; t < used_threads; ++t)
+    for (int64_t c = 0; c < 2 * d; ++c) dw[c] += partial[size_t(t) * size_t(2 * d) + size_t(c)];
+}
+
 // The angles' cosines and sines for every (t, i), as Hugging Face computes them (inverse
-// frequencies in f32, t·inv_freq in f32), computed once per (T, head_dim, theta) and kept:
+// frequencies in f32, t·inv_freq in f32), computed once per (T, head_dim, rope) and kept:
 // the step allocates nothing and recomputes nothing.
-static const float* rope_table(int64_t T, int head_dim, float theta) {
+static const float* rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
   struct Table {
     int64_t T;
     int head_dim;
-    float theta;
+    RopeSpec rope;
     std::vector<float> cs;
   };
   static std::mutex mu;
   static std::vector<std::unique_ptr<Table>> tables;
   std::lock_guard lock(mu);
   for (const auto& t : tables)
-    if (t->T == T && t->head_dim == head_dim && t->theta == theta) return t->cs.data();
+    if (t->T == T && t->head_dim == head_dim && t->rope == rope) return t->cs.data();
   const int half = head_dim / 2;
-  auto t = std::make_unique<Table>(Table{T, head_dim, theta, std::vector<float>(size_t(T) * size_t(half) * 2)});
+  auto t = std::make_unique<Table>(Table{T, head_dim, rope, std::vector<float>(size_t(T) * size_t(half) * 2)});
   for (int i = 0; i < half; ++i) {
-    const float inv_freq = 1.0f / std::pow(theta, float(2 * i) / float(head_dim));
+    const float inv_freq = kernel_math::rope_inv_freq(i, head_dim, rope);
     for (int64_t p = 0; p < T; ++p) {
       const float a = float(p) * inv_freq;
       t->cs[size_t(p * half + i) * 2] = std::cos(a);
@@ -123,9 +205,9 @@ static const float* rope_table(int64_t T, int head_dim, float theta) {
   return tables.back()->cs.data();
 }
 
-void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
+void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
   // x [B, T, W]: heads [first_head, first_head + heads) of width head_dim each, rotated in
-  // place by position t: (x_i, x_{i+d/2}) by angle t·theta^(-2i/d) (inverse: by minus it,
+  // place by position t: (x_i, x_{i+d/2}) by angle t·inv_freq_i (inverse: by minus it,
   // which is the backward of the forward rotation).
   const int64_t T = x.shape[x.shape.rank - 2], W = x.shape[x.shape.rank - 1], BT = x.numel() / W;
   STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
@@ -133,7 +215,7 @@ void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bo
                    std::to_string(head_dim) + " in a row of " + std::to_string(W),
                "this is a bug in the model");
   const int half = head_dim / 2;
-  const float* cs = rope_table(T, head_dim, theta);
+  const float* cs = rope_table(T, head_dim, rope);
   const float sign = inverse ? -1.0f : 1.0f;
   dispatch_act(x.dtype, [&]<typename T_>(T_) {
     T_* p = x.as<T_>();

@@ -187,12 +187,12 @@ const int32_t* CudaBackend::stage_tokens(std::span<const int32_t> ids, int64_t l
   return t.device.as<int32_t>();
 }
 
-const float* CudaBackend::rope_table(int64_t T, int head_dim, float theta) {
+const float* CudaBackend::rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
   for (const RopeTable& r : rope_tables_)
-    if (r.T == T && r.head_dim == head_dim && r.theta == theta) return r.table.as<float>();
+    if (r.T == T && r.head_dim == head_dim && r.rope == rope) return r.table.as<float>();
   Buffer b = allocate(size_t(T) * size_t(head_dim / 2) * 2 * 4, "cuda:rope-table");
-  launch::rope_table(b.as<float>(), T, head_dim, theta, cs());
-  rope_tables_.push_back({T, head_dim, theta, std::move(b)});
+  launch::rope_table(b.as<float>(), T, head_dim, rope, cs());
+  rope_tables_.push_back({T, head_dim, rope, std::move(b)});
   return rope_tables_.back().table.as<float>();
 }
 

@@ -167,13 +167,36 @@ void CudaBackend::rmsnorm_backward(TensorView dinp, TensorView dweight, TensorVi
                            int(dinp.dtype), scratch(launch::norm_backward_scratch_bytes(N, C)), cs());
 }
 
-void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) {
+void CudaBackend::qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                                     int n_kv_head, int head_dim, float eps) {
+  const int64_t W = int64_t(n_head + 2 * n_kv_head) * head_dim, N = inp.numel() / W;
+  expect_numel(inp, N * W, "qk_rmsnorm_forward", "inp");
+  expect_numel(out, N * W, "qk_rmsnorm_forward", "out");
+  expect_numel(rstd, N * (n_head + n_kv_head), "qk_rmsnorm_forward", "rstd");
+  expect_numel(qk_weight, 2 * int64_t(head_dim), "qk_rmsnorm_forward", "qk_weight");
+  launch::qk_rmsnorm_forward(out.data, rstd.as<float>(), inp.data, qk_weight.data, N, n_head, n_kv_head, head_dim, eps,
+                             int(out.dtype), cs());
+}
+
+void CudaBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                                      TensorView rstd, int n_head, int n_kv_head, int head_dim) {
+  const int64_t W = int64_t(n_head + 2 * n_kv_head) * head_dim, N = inp.numel() / W;
+  expect_numel(dfused, N * W, "qk_rmsnorm_backward", "dfused");
+  expect_numel(rstd, N * (n_head + n_kv_head), "qk_rmsnorm_backward", "rstd");
+  expect_dtype(dqk_weight, DType::f32, "qk_rmsnorm_backward", "dqk_weight");
+  expect_numel(dqk_weight, 2 * int64_t(head_dim), "qk_rmsnorm_backward", "dqk_weight");
+  launch::qk_rmsnorm_backward(dfused.data, dqk_weight.as<float>(), inp.data, qk_weight.data, rstd.as<float>(), N,
+                              n_head, n_kv_head, head_dim, int(dfused.dtype),
+                              scratch(launch::qk_norm_scratch_bytes(N, n_head, head_dim)), cs());
+}
+
+void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
   const int64_t T = x.shape[x.shape.rank - 2], W = last_dim(x), BT = x.numel() / W;
   STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
                "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
                    std::to_string(head_dim) + " in a row of " + std::to_string(W),
                "this is a bug in the model");
-  launch::rope(x.data, rope_table(T, head_dim, theta), BT, T, W, first_head, heads, head_dim, inverse, int(x.dtype),
+  launch::rope(x.data, rope_table(T, head_dim, rope), BT, T, W, first_head, heads, head_dim, inverse, int(x.dtype),
                cs());
 }
 

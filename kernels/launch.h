@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/math/rope_math.h"
+
 namespace strata::cuda::launch {
 
 // ---- elementwise.cu ----
@@ -22,9 +24,16 @@ void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_
 
 // ---- llama.cu ----
 // cos/sin table [T, head_dim/2, 2] f32, built once per shape on the device.
-void rope_table(float* table, int64_t T, int head_dim, float theta, void* stream);
+void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream);
 void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int first_head, int heads, int head_dim,
           bool inverse, int dtype, void* stream);
+// Qwen3's per-head q/k RMSNorm (Backend::qk_rmsnorm_*); the backward needs
+// qk_norm_scratch_bytes of scratch.
+void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
+                        int n_kv_head, int head_dim, float eps, int dtype, void* stream);
+size_t qk_norm_scratch_bytes(int64_t N, int n_head, int head_dim);
+void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
+                         int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream);
 void gqa_expand(void* packed, const void* fused, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,
                 void* stream);
 void gqa_reduce(void* dfused, const void* dpacked, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,

@@ -10,12 +10,12 @@ namespace km = strata::kernel_math;
 
 namespace {
 
-__global__ void rope_table_kernel(float* table, int64_t T, int head_dim, float theta) {
+__global__ void rope_table_kernel(float* table, int64_t T, int head_dim, RopeSpec rope) {
   const int half = head_dim / 2;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < T * half; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = k / half;
     const int i = int(k % half);
-    const float a = km::rope_angle(int(t), i, head_dim, theta);
+    const float a = km::rope_angle(int(t), i, head_dim, rope);
     table[2 * k] = cosf(a);
     table[2 * k + 1] = sinf(a);
   }
@@ -37,6 +37,79 @@ __global__ void rope_kernel(T* x, const float* table, int64_t BT, int64_t Tlen, 
     store(x, base + i, a);
     store(x, base + i + half, b);
   }
+}
+
+// Qwen3's q/k norm: one warp per (row, head) of the H = NH + NKV normalised heads; the
+// warps of the v heads copy them.
+template <typename T>
+__global__ void qk_rmsnorm_kernel(T* out, float* rstd, const T* inp, const T* qkw, int64_t N, int NH, int NKV, int d,
+                                  float eps) {
+  const int64_t k = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int Wh = NH + 2 * NKV, H = NH + NKV;
+  if (k >= N * Wh) return;
+  const int64_t n = k / Wh;
+  const int h = int(k % Wh);
+  const int64_t base = n * int64_t(Wh) * d + int64_t(h) * d;
+  if (h >= H) {
+    if (out != inp)
+      for (int c = lane; c < d; c += 32) out[base + c] = inp[base + c];
+    return;
+  }
+  const T* w = qkw + (h < NH ? 0 : d);
+  float ss = 0;
+  for (int c = lane; c < d; c += 32) ss += load(inp, base + c) * load(inp, base + c);
+  const float r = km::norm_rstd(warp_sum(ss), d, eps);
+  for (int c = lane; c < d; c += 32) store(out, base + c, km::rmsnorm_out(load(inp, base + c), r, load(w, c)));
+  if (lane == 0) rstd[n * H + h] = r;
+}
+
+// In place: every lane reads its elements of dy before the warp's sum, then writes them.
+template <typename T>
+__global__ void qk_rmsnorm_dx_kernel(T* g, const T* inp, const T* qkw, const float* rstd, int64_t N, int NH, int NKV,
+                                     int d) {
+  const int64_t k = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int H = NH + NKV;
+  if (k >= N * H) return;
+  const int64_t n = k / H;
+  const int h = int(k % H);
+  const int64_t base = n * int64_t(H + NKV) * d + int64_t(h) * d;
+  const T* w = qkw + (h < NH ? 0 : d);
+  const float r = rstd[k];
+  float dot = 0;
+  for (int c = lane; c < d; c += 32) dot += load(w, c) * load(g, base + c) * load(inp, base + c) * r;
+  dot = warp_sum(dot) / float(d);
+  for (int c = lane; c < d; c += 32)
+    store(g, base + c, km::rmsnorm_dx(load(inp, base + c), r, load(w, c), load(g, base + c), dot));
+}
+
+// grid (column strips of 2d, slices): partial[slice][c] = Σ x̂·dy over the slice's rows of
+// the q heads (c < d) or the k heads (c >= d); then added in slice order.
+template <typename T>
+__global__ void qk_norm_partial_kernel(float* partial, const T* g, const T* inp, const float* rstd, int64_t N, int NH,
+                                       int NKV, int d, int slices) {
+  const int c2 = blockIdx.x * blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (c2 >= 2 * d) return;
+  const int group = c2 / d, c = c2 % d, heads = group ? NKV : NH, first = group ? NH : 0, H = NH + NKV;
+  const int64_t rows = N * heads, lo = km::slice_begin(rows, slices, s), hi = km::slice_begin(rows, slices, s + 1);
+  float a = 0;
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t n = r / heads;
+    const int h = first + int(r % heads);
+    const int64_t at = n * int64_t(H + NKV) * d + int64_t(h) * d + c;
+    a += load(inp, at) * rstd[n * H + h] * load(g, at);
+  }
+  partial[int64_t(s) * 2 * d + c2] = a;
+}
+
+__global__ void qk_norm_finish_kernel(float* dw, const float* partial, int d, int slices) {
+  const int c2 = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c2 >= 2 * d) return;
+  float a = 0;
+  for (int s = 0; s < slices; ++s) a += partial[int64_t(s) * 2 * d + c2];
+  dw[c2] += a;
 }
 
 // packed [N, 3·NH·d] from fused [N, (NH + 2·NKV)·d]: one thread per packed element.
@@ -72,10 +145,10 @@ __global__ void gqa_reduce_kernel(T* dfused, const T* dpacked, int64_t N, int NH
 
 }  // namespace
 
-void rope_table(float* table, int64_t T, int head_dim, float theta, void* stream) {
+void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream) {
   const int64_t n = T * (head_dim / 2);
   if (n == 0) return;
-  rope_table_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(table, T, head_dim, theta);
+  rope_table_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(table, T, head_dim, rope);
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
@@ -89,6 +162,46 @@ void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int fir
         static_cast<E*>(x), table, BT, T, W, first_head, heads, head_dim, inverse ? -1.0f : 1.0f);
   });
   STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
+                        int n_kv_head, int head_dim, float eps, int dtype, void* stream) {
+  const int64_t rows = N * (n_head + 2 * n_kv_head);
+  if (rows == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using E = STRATA_ELEM(tag);
+    qk_rmsnorm_kernel<<<km::grid_for_rows(rows), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(qk_weight), N, n_head, n_kv_head,
+        head_dim, eps);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+size_t qk_norm_scratch_bytes(int64_t N, int n_head, int head_dim) {
+  return size_t(km::column_slices(N * n_head)) * size_t(2 * head_dim) * 4;
+}
+
+void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
+                         int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream) {
+  if (N == 0) return;
+  // One slice count for both groups (the q heads' rows, the larger), so the scratch is one size.
+  const int slices = km::column_slices(N * n_head);
+  const unsigned strips = unsigned((2 * head_dim + km::kThreads - 1) / km::kThreads);
+  dispatch(dtype, [&](auto* tag) {
+    using E = STRATA_ELEM(tag);
+    E* g = static_cast<E*>(dfused);
+    const E* x = static_cast<const E*>(inp);
+    // The weight's gradient first: the dx kernel overwrites dy.
+    qk_norm_partial_kernel<<<dim3(strips, unsigned(slices)), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<float*>(scratch), g, x, rstd, N, n_head, n_kv_head, head_dim, slices);
+    STRATA_CUDA_CHECK_LAUNCH();
+    qk_norm_finish_kernel<<<strips, km::kThreads, 0, as_stream(stream)>>>(dqk_weight, static_cast<float*>(scratch),
+                                                                          head_dim, slices);
+    STRATA_CUDA_CHECK_LAUNCH();
+    qk_rmsnorm_dx_kernel<<<km::grid_for_rows(N * (n_head + n_kv_head)), km::kThreads, 0, as_stream(stream)>>>(
+        g, x, static_cast<const E*>(qk_weight), rstd, N, n_head, n_kv_head, head_dim);
+    STRATA_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void gqa_expand(void* packed, const void* fused, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,

@@ -240,6 +240,52 @@ except ImportError:
     print("no torch here: config, tokenizer, chat template, tensor names and shapes checked")
 PY
     echo "ok: $(tail -1 "$tmp/out")" ;;
+  hf_families)
+    # The Llama-family variants people fine-tune (tests/fixtures/hf-families, made by
+    # transformers): 5 training steps against torch.optim.AdamW's losses on the same sequence,
+    # then the export, which transformers' from_pretrained loads and runs to the logits its own
+    # 5 steps reached, where a Python with torch and transformers ≥ 4.51 is at hand
+    # ($STRATA_TORCH_PYTHON; tests/tools/make_hf_family_fixtures.py says how to make one).
+    tpy=${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}
+    "$tpy" -c "import torch, transformers.models.qwen3" 2>/dev/null || tpy=""
+    for fam in llama31-scaled llama32-tied llama2-linear mistral qwen2 qwen3; do
+      fx="$src/tests/fixtures/hf-families/$fam"
+      "$bin" train --model "$fx" --data "$fx/train.jsonl" --steps 5 --micro-batch 1 --seq-len 16 --lr 1e-3 \
+        --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 0 \
+        --log-every 1 --save-every 5 --out "$tmp/$fam" >/dev/null 2>"$tmp/err" || fail "$fam: train: $(cat "$tmp/err")"
+      /usr/bin/python3 - "$fx/train.json" "$tmp/$fam/metrics.jsonl" <<'PY' || fail "$fam: losses differ from transformers'"
+import json, sys
+want = json.load(open(sys.argv[1]))["losses"]
+got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+worst = max(abs(g - w) / w for g, w in zip(got, want))
+print(" ".join(f"{g:.6f}/{w:.6f}" for g, w in zip(got, want)), f"worst rel {worst:.1e}")
+sys.exit(0 if len(got) == len(want) and worst < 1e-4 else 1)
+PY
+      "$bin" export "$tmp/$fam" --out "$tmp/$fam/hf" --dtype f32 >/dev/null 2>"$tmp/err" || fail "$fam: export: $(cat "$tmp/err")"
+      cmp -s <(/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps([c[k] if k == "model_type" else c.get(k) for k in ("model_type", "tie_word_embeddings", "head_dim", "rope_scaling")], sort_keys=True))' "$fx/config.json") \
+             <(/usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(json.dumps([c[k] if k == "model_type" else c.get(k) for k in ("model_type", "tie_word_embeddings", "head_dim", "rope_scaling")], sort_keys=True))' "$tmp/$fam/hf/config.json") ||
+        fail "$fam: the export's config.json differs in model_type, tie_word_embeddings, head_dim or rope_scaling"
+      if [[ -n $tpy ]]; then
+        "$tpy" - "$tmp/$fam/hf" "$fx/after.bin" <<'PY' || fail "$fam: from_pretrained of the export"
+import struct, sys
+import torch
+from transformers import AutoModelForCausalLM
+m = AutoModelForCausalLM.from_pretrained(sys.argv[1], attn_implementation="eager").double().eval()
+raw = open(sys.argv[2], "rb").read()
+B, T, V = struct.unpack("<3i", raw[:12])
+tokens = torch.frombuffer(bytearray(raw[12:12 + 4 * B * T]), dtype=torch.int32).long().view(B, T)
+want = torch.frombuffer(bytearray(raw[12 + 4 * B * T:]), dtype=torch.float32).double().view(B, T, V)
+with torch.no_grad():
+    got = m(tokens).logits
+err = (got - want).abs().max().item()
+print(f"from_pretrained: {type(m).__name__}, logits after 5 steps within {err:.1e} of transformers' own")
+sys.exit(0 if err < 1e-3 else 1)
+PY
+      else
+        echo "$fam: from_pretrained not run (no Python with torch and transformers ≥ 4.51; set STRATA_TORCH_PYTHON)"
+      fi
+    done
+    echo "ok: 6 families train as transformers does" ;;
   prepare_data)
     # Chat data (OpenAI messages) through the model's own tokenizer and chat template, the loss
     # on the assistant turns only; then trained on. Raw chat data names the command instead.

@@ -189,9 +189,26 @@ TEST_F(CudaParity, LlamaOps) {
     const int NH = 4, NKV = 2, hd = 16, Wf = (NH + 2 * NKV) * hd;
     Pair fused = randp(t, {B, T, Wf}, 1), packed = randp(t, {B, T, 3 * NH * hd}, 2);
     for (bool inverse : {false, true}) {
-      cpu_.rope(fused.c(), 0, NH + NKV, hd, 10000.0f, inverse);
-      gpu_->rope(fused.g(), 0, NH + NKV, hd, 10000.0f, inverse);
-      expect_match(fused, tol(t), "rope");
+      RopeSpec llama3;
+      llama3.scaling = RopeScaling::llama3, llama3.factor = 8.0f, llama3.original_max_position = 64;
+      for (const RopeSpec& rope : {RopeSpec{}, llama3}) {
+        cpu_.rope(fused.c(), 0, NH + NKV, hd, rope, inverse);
+        gpu_->rope(fused.g(), 0, NH + NKV, hd, rope, inverse);
+        expect_match(fused, tol(t), "rope");
+      }
+    }
+    {  // Qwen3's q/k norm: forward out of place, backward in place on dfused
+      Pair raw = randp(t, {B, T, Wf}, 7), qkw = randp(t, {2 * hd}, 8), out = randp(t, {B, T, Wf}, 9);
+      Pair rstd = randp(DType::f32, {B, T, NH + NKV}, 10), dfused = randp(t, {B, T, Wf}, 11);
+      Pair dw = randp(DType::f32, {2 * hd}, 12);
+      cpu_.qk_rmsnorm_forward(out.c(), rstd.c(), raw.c(), qkw.c(), NH, NKV, hd, 1e-6f);
+      gpu_->qk_rmsnorm_forward(out.g(), rstd.g(), raw.g(), qkw.g(), NH, NKV, hd, 1e-6f);
+      expect_match(out, tol(t), "qk_rmsnorm forward");
+      expect_match(rstd, 1e-5, "qk_rmsnorm rstd");
+      cpu_.qk_rmsnorm_backward(dfused.c(), dw.c(), raw.c(), qkw.c(), rstd.c(), NH, NKV, hd);
+      gpu_->qk_rmsnorm_backward(dfused.g(), dw.g(), raw.g(), qkw.g(), rstd.g(), NH, NKV, hd);
+      expect_match(dfused, tol(t), "qk_rmsnorm backward");
+      expect_match(dw, 1e-3, "qk_rmsnorm dweight");
     }
     cpu_.gqa_expand(packed.c(), fused.c(), NH, NKV, hd);
     gpu_->gqa_expand(packed.g(), fused.g(), NH, NKV, hd);

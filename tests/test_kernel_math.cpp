@@ -138,19 +138,49 @@ TEST_F(KernelMath, RmsNormForwardAndBackward) {
 TEST_F(KernelMath, RotaryEmbeddingsAndTheirInverse) {
   const int64_t B = 2, T = 5;
   const int heads = 3, first = 1, hd = 8, W = 5 * hd;
-  const float theta = 10000.0f;
-  for (bool inverse : {false, true}) {
-    auto ref = randn(size_t(B * T * W), 13), got = ref;
-    cpu::rope(f32(ref, {B, T, W}), first, heads, hd, theta, inverse);
-    for (int64_t n = 0; n < B * T; ++n)  // llama.cu: the table's cos/sin, then the rotation
-      for (int h = first; h < first + heads; ++h)
-        for (int i = 0; i < hd / 2; ++i) {
-          const float a = km::rope_angle(int(n % T), i, hd, theta);
-          float* v = &got[size_t(n * W + h * hd)];
-          km::rope_rotate(&v[i], &v[i + hd / 2], std::cos(a), (inverse ? -1.0f : 1.0f) * std::sin(a));
-        }
-    expect_close(got, ref, 1e-6f, inverse ? "rope inverse" : "rope");
+  RopeSpec linear, llama3;
+  linear.scaling = RopeScaling::linear, linear.factor = 4.0f;
+  llama3.scaling = RopeScaling::llama3, llama3.theta = 500000.0f, llama3.factor = 8.0f;
+  llama3.original_max_position = 16;  // a tiny context, so the 4 pairs fall in all three bands
+  for (const RopeSpec& rope : {RopeSpec{}, linear, llama3})
+    for (bool inverse : {false, true}) {
+      auto ref = randn(size_t(B * T * W), 13), got = ref;
+      cpu::rope(f32(ref, {B, T, W}), first, heads, hd, rope, inverse);
+      for (int64_t n = 0; n < B * T; ++n)  // llama.cu: the table's cos/sin, then the rotation
+        for (int h = first; h < first + heads; ++h)
+          for (int i = 0; i < hd / 2; ++i) {
+            const float a = km::rope_angle(int(n % T), i, hd, rope);
+            float* v = &got[size_t(n * W + h * hd)];
+            km::rope_rotate(&v[i], &v[i + hd / 2], std::cos(a), (inverse ? -1.0f : 1.0f) * std::sin(a));
+          }
+      expect_close(got, ref, 1e-6f, inverse ? "rope inverse" : "rope");
+    }
+}
+
+// transformers' _compute_llama3_parameters, written out in double for one case: the
+// frequencies above the band kept, those below divided by the factor, the band blended.
+TEST_F(KernelMath, Llama3RopeScalingBands) {
+  RopeSpec r;
+  r.scaling = RopeScaling::llama3, r.theta = 500000.0f, r.factor = 8.0f, r.low_freq_factor = 1.0f,
+  r.high_freq_factor = 4.0f, r.original_max_position = 8192;
+  const int hd = 128;
+  int kept = 0, divided = 0, blended = 0;
+  for (int i = 0; i < hd / 2; ++i) {
+    const double inv = 1.0 / std::pow(500000.0, 2.0 * i / hd), wavelen = 2 * M_PI / inv;
+    double want = inv;
+    if (wavelen > 8192.0)
+      want = inv / 8, ++divided;
+    else if (wavelen >= 2048.0) {
+      const double s = (8192.0 / wavelen - 1) / 3;
+      want = (1 - s) * inv / 8 + s * inv, ++blended;
+    } else {
+      ++kept;
+    }
+    EXPECT_NEAR(km::rope_inv_freq(i, hd, r), want, 2e-6 * want) << i;
   }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
 }
 
 TEST_F(KernelMath, CrossEntropyLossAndGradient) {

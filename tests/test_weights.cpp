@@ -164,6 +164,20 @@ TEST(HfLlama, ShardedF16GivesTorchLogits) {
   test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "Llama logits (sharded F16 weights)");
 }
 
+// The Llama-family variants people fine-tune, as transformers 4.51 saves and runs them
+// (tests/tools/make_hf_family_fixtures.py): every key of their config.json read, the
+// weights imported, and the logits of transformers' own float64 forward.
+const char* const kFamilies[] = {"llama31-scaled", "llama32-tied", "llama2-linear", "mistral", "qwen2", "qwen3"};
+
+TEST(HfFamilies, LogitsMatchTransformers) {
+  for (const char* name : kFamilies) {
+    const std::string dir = test::source_path("tests/fixtures/hf-families/") + name;
+    const Expected e = load_expected(dir);
+    const std::vector<float> got = strata_logits(dir, e);
+    test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, std::string(name) + " logits");
+  }
+}
+
 class VectorSource final : public FlatSource {
  public:
   explicit VectorSource(std::vector<float> v) : v_(std::move(v)) {}
@@ -219,8 +233,9 @@ TEST(HfGpt2, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
   fs::remove(cfg_path);
 }
 
-TEST(HfLlama, ExportThenImportGivesTheSameValues) {
-  const ModelSpec spec = ModelSpec::load(test::source_path("tests/fixtures/hf-llama-tiny/config.json"));
+void export_then_import(const std::string& config) {
+  SCOPED_TRACE(config);
+  const ModelSpec spec = ModelSpec::load(config);
   ASSERT_EQ(spec.arch, "llama");
   std::vector<float> v(size_t(spec.num_params()));
   Rng rng(9);
@@ -245,6 +260,12 @@ TEST(HfLlama, ExportThenImportGivesTheSameValues) {
   }
 }
 
+TEST(HfLlama, ExportThenImportGivesTheSameValues) {
+  export_then_import(test::source_path("tests/fixtures/hf-llama-tiny/config.json"));
+  for (const char* name : kFamilies)  // and the family's own keys come back (shape_json equal)
+    export_then_import(test::source_path("tests/fixtures/hf-families/") + name + "/config.json");
+}
+
 TEST(HfLlama, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
   const std::string dir = test::source_path("tests/fixtures/hf-llama-tiny");
   ModelSpec mha = ModelSpec::load(dir + "/config.json");
@@ -262,7 +283,7 @@ TEST(HfLlama, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
   const std::string cfg_path = tmp("llama_config.json");
   std::ofstream(cfg_path) << R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 37, "max_position_embeddings": 16,
-      "rope_scaling": {"type": "linear", "factor": 2.0}})";
+      "rope_scaling": {"type": "yarn", "factor": 2.0}})";
   msg = error_of([&] { ModelSpec::load(cfg_path); });
   EXPECT_NE(msg.find("rope_scaling"), std::string::npos) << msg;
   fs::remove(cfg_path);

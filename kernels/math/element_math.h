@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/math/hd.h"
+#include "kernels/math/rope_math.h"
 
 namespace strata::kernel_math {
 
@@ -47,19 +48,6 @@ STRATA_HD float rmsnorm_out(float x, float rstd, float w) { return x * rstd * w;
 // dx += rstd·(w·dy - x̂·dot), dot = mean(w·dy·x̂), x̂ = x·rstd
 STRATA_HD float rmsnorm_dx(float x, float rstd, float w, float dy, float dot) {
   return rstd * (w * dy - x * rstd * dot);
-}
-
-// ---- rotary embeddings (rotate-half) ----
-// The angle of pair i at position t, as Hugging Face computes it (inverse frequency in f32).
-STRATA_HD float rope_angle(int t, int i, int head_dim, float theta) {
-  const float inv_freq = 1.0f / powf(theta, float(2 * i) / float(head_dim));
-  return float(t) * inv_freq;
-}
-// (a, b) = (x_i, x_{i+d/2}) rotated by the angle with cosine c and sine s (s negated: inverse).
-STRATA_HD void rope_rotate(float* a, float* b, float c, float s) {
-  const float x = *a, y = *b;
-  *a = x * c - y * s;
-  *b = y * c + x * s;
 }
 
 // ---- softmax cross-entropy, given the row's maximum and Σ exp(x - max) ----

@@ -22,6 +22,7 @@
 #include "backend/buffer.h"
 #include "backend/memory_budget.h"
 #include "core/tensor.h"
+#include "kernels/math/rope_math.h"
 
 namespace strata {
 
@@ -158,9 +159,19 @@ class Backend {
   // dinp += ...; dweight (f32) += ...
   virtual void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                                 TensorView rstd) = 0;
+  // Qwen3's per-head q/k RMSNorm on fused q|k|v rows [N, (NH+2·NKV)·d]: out = inp with each
+  // q head normalised by qk_weight[0:d] and each k head by qk_weight[d:2d], v copied; rstd
+  // f32 [N, NH+NKV].
+  virtual void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
+                                  int n_kv_head, int head_dim, float eps) = 0;
+  // In place on dfused [N, (NH+2·NKV)·d]: the q and k heads' gradients taken back through the
+  // norm (= dinp, not +=; the v heads untouched); dqk_weight (f32 [2d]) += its gradient.
+  virtual void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
+                                   TensorView rstd, int n_head, int n_kv_head, int head_dim) = 0;
   // Rotary embeddings in place on heads [first, first+heads) (width head_dim) of x[B,T,W]:
-  // (x_i, x_{i+d/2}) rotated by t·theta^(-2i/d); inverse rotates back (the backward).
-  virtual void rope(TensorView x, int first_head, int heads, int head_dim, float theta, bool inverse) = 0;
+  // (x_i, x_{i+d/2}) rotated by t·inv_freq_i (kernels/math/rope_math.h: theta^(-2i/d), then
+  // rope_scaling); inverse rotates back (the backward).
+  virtual void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) = 0;
   // Grouped-query attention around the fused MHA op: fused q|k|v [N,(NH+2·NKV)·d] <-> packed
   // [N,3·NH·d] (kv head j serves query heads j·g..), and the reduction of the gradients back.
   virtual void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) = 0;

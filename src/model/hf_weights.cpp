@@ -106,6 +106,18 @@ std::string hf_llama_name(const ParamSpec& s) {
       return "model.norm.weight";
     case LlamaParam::lm_head:
       return "lm_head.weight";
+    case LlamaParam::bq:
+      return h + "self_attn.q_proj.bias";
+    case LlamaParam::bk:
+      return h + "self_attn.k_proj.bias";
+    case LlamaParam::bv:
+      return h + "self_attn.v_proj.bias";
+    case LlamaParam::bo:
+      return h + "self_attn.o_proj.bias";
+    case LlamaParam::q_norm:
+      return h + "self_attn.q_norm.weight";
+    case LlamaParam::k_norm:
+      return h + "self_attn.k_norm.weight";
     case LlamaParam::count:
       break;
   }
@@ -249,7 +261,8 @@ HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf
   }
   for (const auto& [name, fi] : file_of)
     STRATA_CHECK(
-        used.count(name) || (spec.arch != "llama" && ignorable(name)) || name.ends_with("rotary_emb.inv_freq"),
+        used.count(name) || (spec.arch != "llama" && ignorable(name)) || name.ends_with("rotary_emb.inv_freq") ||
+            (spec.arch == "llama" && spec.llama.tied && name == "lm_head.weight"),  // a tied head saved anyway
         "'" + files_[size_t(fi)]->path() + "' holds tensor '" + name + "', which " + arch_name + " has no place for",
         "the weights are for a different architecture or model config");
 }

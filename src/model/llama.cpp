@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -15,14 +16,48 @@ struct Named {
   LlamaParam kind;
   const char* name;
 };
-constexpr Named kLayer[] = {
-    {P::attn_norm, "attn_norm"}, {P::wq, "wq"},         {P::wk, "wk"},     {P::wv, "wv"},        {P::wo, "wo"},
-    {P::mlp_norm, "mlp_norm"},   {P::w_gate, "w_gate"}, {P::w_up, "w_up"}, {P::w_down, "w_down"}};
+// A layer's tensors in unit order (wq|wk|wv, bq|bk|bv, q_norm|k_norm and w_gate|w_up each
+// adjacent, as the fused ops read them); `used` leaves out what the config does not have.
+constexpr Named kLayer[] = {{P::attn_norm, "attn_norm"},
+                            {P::wq, "wq"},
+                            {P::wk, "wk"},
+                            {P::wv, "wv"},
+                            {P::bq, "bq"},
+                            {P::bk, "bk"},
+                            {P::bv, "bv"},
+                            {P::q_norm, "q_norm"},
+                            {P::k_norm, "k_norm"},
+                            {P::wo, "wo"},
+                            {P::bo, "bo"},
+                            {P::mlp_norm, "mlp_norm"},
+                            {P::w_gate, "w_gate"},
+                            {P::w_up, "w_up"},
+                            {P::w_down, "w_down"}};
+
+bool used(const LlamaConfig& c, LlamaParam k) {
+  switch (k) {
+    case P::bq:
+    case P::bk:
+    case P::bv:
+      return c.qkv_bias;
+    case P::q_norm:
+    case P::k_norm:
+      return c.qk_norm;
+    case P::bo:
+      return c.o_bias;
+    case P::lm_head:
+      return !c.tied;
+    default:
+      return true;
+  }
+}
+
+bool is_bias(LlamaParam k) { return k == P::bq || k == P::bk || k == P::bv || k == P::bo; }
 }  // namespace
 
 std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   const int64_t C = c.n_embd, d = c.head_dim(), I = c.intermediate, Vp = c.padded_vocab_size;
-  const int64_t q = int64_t(c.n_head) * d, kv = int64_t(c.n_kv_head) * d;
+  const int64_t q = c.q_dim(), kv = int64_t(c.n_kv_head) * d;
   std::vector<ParamSpec> out;
   auto add = [&](std::string name, Shape shape, bool decay, LlamaParam k, int layer, int unit) {
     out.push_back({std::move(name), shape, decay, int(k), layer, unit});
@@ -30,12 +65,13 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   add("embed", {Vp, C}, true, P::embed, 0, 0);
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string h = "h" + std::to_string(l) + ".";
-    const Shape shapes[] = {{C}, {q, C}, {kv, C}, {kv, C}, {C, q}, {C}, {I, C}, {I, C}, {C, I}};
+    const Shape shapes[] = {{C}, {q, C}, {kv, C}, {kv, C}, {q},    {kv},   {kv},  {d},
+                            {d}, {C, q}, {C},     {C},     {I, C}, {I, C}, {C, I}};
     for (size_t i = 0; i < std::size(kLayer); ++i)
-      add(h + kLayer[i].name, shapes[i], shapes[i].rank == 2, kLayer[i].kind, l, 1 + l);
+      if (used(c, kLayer[i].kind)) add(h + kLayer[i].name, shapes[i], shapes[i].rank == 2, kLayer[i].kind, l, 1 + l);
   }
   add("norm", {C}, false, P::norm, 0, c.n_layer + 1);
-  add("lm_head", {Vp, C}, true, P::lm_head, 0, c.n_layer + 1);
+  if (!c.tied) add("lm_head", {Vp, C}, true, P::lm_head, 0, c.n_layer + 1);
   return out;
 }
 
@@ -50,14 +86,15 @@ struct LlamaActivations {
   size_t enc;
   std::vector<std::vector<size_t>> layers;
   std::vector<size_t> ckpt;
-  size_t nf, rf, logits, losses, dres, dbtc, df, dp, dgu, dact;
+  size_t nf, rf, logits, losses, dres, dbtc, datty, df, dp, dgu, dact;
 };
 
 LlamaActivations llama_activations(const LlamaConfig& cfg, int64_t B, int64_t T, DType a, bool checkpoint,
                                    bool offload) {
   const int64_t L = cfg.n_layer, C = cfg.n_embd, NH = cfg.n_head, Vp = cfg.padded_vocab_size;
-  const int64_t d = cfg.head_dim(), I = cfg.intermediate;
+  const int64_t d = cfg.head_dim(), I = cfg.intermediate, Q = cfg.q_dim();
   const int64_t Wf = (NH + 2 * int64_t(cfg.n_kv_head)) * d;
+  const size_t absent = size_t(-1);
   const bool gqa = cfg.n_kv_head != cfg.n_head;
   const DType f = DType::f32;
   LlamaActivations r;
@@ -65,20 +102,30 @@ LlamaActivations llama_activations(const LlamaConfig& cfg, int64_t B, int64_t T,
   r.enc = lay.add(a, {B, T, C});
   r.layers.resize(checkpoint ? std::min<size_t>(1, size_t(L)) : size_t(L));
   for (auto& x : r.layers) {
-    x = {lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
-         lay.add(a, {B, T, Wf}),    gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1),
-         lay.add(a, {B, T, C}),     lay.add(f, {B, NH, T}),
-         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C}),
-         lay.add(a, {B, T, C}),     lay.add(f, {B, T}),
-         lay.add(a, {B, T, 2 * I}), lay.add(a, {B, T, I}),
-         lay.add(a, {B, T, C}),     lay.add(a, {B, T, C})};
+    x = {lay.add(a, {B, T, C}),
+         lay.add(f, {B, T}),
+         lay.add(a, {B, T, Wf}),
+         gqa ? lay.add(a, {B, T, 3 * Q}) : absent,
+         lay.add(a, {B, T, Q}),
+         lay.add(f, {B, NH, T}),
+         lay.add(a, {B, T, C}),
+         lay.add(a, {B, T, C}),
+         lay.add(a, {B, T, C}),
+         lay.add(f, {B, T}),
+         lay.add(a, {B, T, 2 * I}),
+         lay.add(a, {B, T, I}),
+         lay.add(a, {B, T, C}),
+         lay.add(a, {B, T, C}),
+         cfg.qk_norm ? lay.add(a, {B, T, Wf}) : absent,
+         cfg.qk_norm ? lay.add(f, {B, T, NH + cfg.n_kv_head}) : absent};
   }
   if (checkpoint && !offload)
     for (int64_t l = 0; l < L; ++l) r.ckpt.push_back(lay.add(a, {B, T, C}));
   r.nf = lay.add(a, {B, T, C}), r.rf = lay.add(f, {B, T});
   r.logits = lay.add(f, {B, T, Vp}), r.losses = lay.add(f, {B, T});
-  r.dres = lay.add(a, {B, T, C}), r.dbtc = lay.add(a, {B, T, C}), r.df = lay.add(a, {B, T, Wf}),
-  r.dp = gqa ? lay.add(a, {B, T, 3 * C}) : size_t(-1), r.dgu = lay.add(a, {B, T, 2 * I}),
+  r.dres = lay.add(a, {B, T, C}), r.dbtc = lay.add(a, {B, T, C});
+  r.datty = Q != C ? lay.add(a, {B, T, Q}) : absent;  // else dbtc serves (the widths agree)
+  r.df = lay.add(a, {B, T, Wf}), r.dp = gqa ? lay.add(a, {B, T, 3 * Q}) : absent, r.dgu = lay.add(a, {B, T, 2 * I}),
   r.dact = lay.add(a, {B, T, I});
   return r;
 }
@@ -96,6 +143,7 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
                   {config.n_layer, config.n_embd, config.vocab_size, config.max_seq_len, "max_position_embeddings"},
                   llama_unit_layout(config), int(P::count), micro_batch, seq_len, compute_dtype, storage, hooks),
       cfg_(config) {
+  cfg_.check_seq_len(seq_len, describe());
   const LlamaActivations al = llama_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
   const ArenaLayout& lay = al.lay;
   const bool gqa = cfg_.n_kv_head != cfg_.n_head;
@@ -103,9 +151,9 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
   encoded_ = lay.view(act, al.enc);
   for (const auto& x : al.layers) {
     LayerActs la;
-    TensorView* dst[14] = {&la.norm1,     &la.rstd1, &la.qkv,   &la.packed,  &la.atty, &la.lse,  &la.attproj,
-                           &la.residual2, &la.norm2, &la.rstd2, &la.gate_up, &la.act,  &la.down, &la.out};
-    for (size_t k = 0; k < 14; ++k)
+    TensorView* dst[16] = {&la.norm1, &la.rstd1, &la.qkv,     &la.packed, &la.atty, &la.lse, &la.attproj, &la.residual2,
+                           &la.norm2, &la.rstd2, &la.gate_up, &la.act,    &la.down, &la.out, &la.qkv_raw, &la.rstd_qk};
+    for (size_t k = 0; k < 16; ++k)
       if (x[k] != size_t(-1)) *dst[k] = lay.view(act, x[k]);
     if (!gqa) la.packed = la.qkv;  // q|k|v already is the fused op's layout
     layers_.push_back(la);
@@ -114,14 +162,19 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
   normf_ = lay.view(act, al.nf), rstdf_ = lay.view(act, al.rf);
   logits_ = lay.view(act, al.logits), losses_ = lay.view(act, al.losses);
   dresidual_ = lay.view(act, al.dres), dbtc_ = lay.view(act, al.dbtc), dfused_ = lay.view(act, al.df);
+  datty_ = al.datty != size_t(-1) ? lay.view(act, al.datty) : dbtc_;
   dpacked_ = gqa ? lay.view(act, al.dp) : dfused_;
   dgu_ = lay.view(act, al.dgu), dact_ = lay.view(act, al.dact);
 }
 
 std::string Llama::describe() const {
-  return "Llama " + std::to_string(cfg_.n_layer) + " layers, d=" + std::to_string(cfg_.n_embd) + ", " +
-         std::to_string(cfg_.n_head) + " heads (" + std::to_string(cfg_.n_kv_head) + " kv), ffn " +
-         std::to_string(cfg_.intermediate);
+  static const std::map<std::string, std::string> names = {
+      {"llama", "Llama"}, {"mistral", "Mistral"}, {"qwen2", "Qwen2"}, {"qwen3", "Qwen3"}};
+  return names.at(cfg_.family) + " " + std::to_string(cfg_.n_layer) + " layers, d=" + std::to_string(cfg_.n_embd) +
+         ", " + std::to_string(cfg_.n_head) + " heads (" + std::to_string(cfg_.n_kv_head) + " kv), ffn " +
+         std::to_string(cfg_.intermediate) +
+         (cfg_.head_dim_key ? ", head_dim " + std::to_string(cfg_.head_dim()) : "") +
+         (cfg_.tied ? ", tied embeddings" : "");
 }
 
 void Llama::init_unit(int u, uint64_t seed, float* dst) const {
@@ -134,8 +187,8 @@ void Llama::init_unit(int u, uint64_t seed, float* dst) const {
     const int64_t n = s.shape.numel();
     const LlamaParam k = llama_kind(s);
     NormalRng rng(seed, 0x4c4c000000ull + uint64_t(k) * 65536 + uint64_t(s.layer));  // one stream per tensor
-    if (!s.weight_decay) {                                                           // the norms
-      for (int64_t j = 0; j < n; ++j) p[j] = 1.0f;
+    if (!s.weight_decay) {                                                           // the norms at 1, the biases at 0
+      for (int64_t j = 0; j < n; ++j) p[j] = is_bias(k) ? 0.0f : 1.0f;
       continue;
     }
     const float sd = (k == P::wo || k == P::w_down) ? std_resid : 0.02f;
@@ -154,11 +207,17 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
   const int NH = cfg_.n_head, NKV = cfg_.n_kv_head, d = cfg_.head_dim();
   const int64_t Wf = int64_t(NH + 2 * NKV) * d;
   be_.rmsnorm_forward(a.norm1, a.rstd1, residual, pv(P::attn_norm, l), cfg_.rms_eps);
-  be_.matmul_forward(a.qkv, a.norm1, pv(P::wq, l, Wf), {});
-  be_.rope(a.qkv, 0, NH + NKV, d, cfg_.rope_theta, false);  // q and k heads are adjacent
+  const TensorView qkv_bias = cfg_.qkv_bias ? pv(P::bq, l, Wf) : TensorView{};
+  if (cfg_.qk_norm) {  // Qwen3: each q and k head RMS-normalised before the rotation
+    be_.matmul_forward(a.qkv_raw, a.norm1, pv(P::wq, l, Wf), qkv_bias);
+    be_.qk_rmsnorm_forward(a.qkv, a.rstd_qk, a.qkv_raw, pv(P::q_norm, l, 2 * int64_t(d)), NH, NKV, d, cfg_.rms_eps);
+  } else {
+    be_.matmul_forward(a.qkv, a.norm1, pv(P::wq, l, Wf), qkv_bias);
+  }
+  be_.rope(a.qkv, 0, NH + NKV, d, cfg_.rope, false);  // q and k heads are adjacent
   if (NKV != NH) be_.gqa_expand(a.packed, a.qkv, NH, NKV, d);
   be_.attention_forward(a.atty, a.lse, a.packed, NH);
-  be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), {});
+  be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), cfg_.o_bias ? pv(P::bo, l) : TensorView{});
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, pv(P::mlp_norm, l), cfg_.rms_eps);
   be_.matmul_forward(a.gate_up, a.norm2, pv(P::w_gate, l, 2 * int64_t(cfg_.intermediate)), {});
@@ -170,15 +229,20 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
 
 void Llama::head_forward(TensorView last) {
   be_.rmsnorm_forward(normf_, rstdf_, last, pv(P::norm), cfg_.rms_eps);
-  be_.matmul_forward(logits_, normf_, pv(P::lm_head), {});
+  if (cfg_.tied) acquire(0);  // the tied embedding again, for the head
+  be_.matmul_forward(logits_, normf_, pv(cfg_.tied ? P::embed : P::lm_head), {});
 }
 
 void Llama::head_backward(TensorView last) {
   const int L = cfg_.n_layer;
-  open_grads(L + 1);
-  acquire(L + 1);
-  be_.matmul_backward(dbtc_, gv(P::lm_head), {}, logits_, normf_, pv(P::lm_head));  // logits_ holds dlogits
+  // A tied embedding's gradient collects from the head now and the embedding at the end.
+  const P head = cfg_.tied ? P::embed : P::lm_head;
+  const int head_unit = cfg_.tied ? 0 : L + 1;
+  open_grads(head_unit);
+  acquire(head_unit);
+  be_.matmul_backward(dbtc_, gv(head), {}, logits_, normf_, pv(head));  // logits_ holds dlogits
   be_.fill_zero(dresidual_.data, dresidual_.bytes(), be_.compute_stream());
+  if (cfg_.tied) open_grads(L + 1), acquire(L + 1);
   be_.rmsnorm_backward(dresidual_, gv(P::norm), dbtc_, last, pv(P::norm), rstdf_);
   close_grads(L + 1);
 }
@@ -191,16 +255,21 @@ void Llama::layer_backward(int l, TensorView residual) {
   be_.swiglu_backward(dgu_, a.gate_up, dact_);
   be_.matmul_backward(dbtc_, gv(P::w_gate, l, I2), {}, dgu_, a.norm2, pv(P::w_gate, l, I2));
   be_.rmsnorm_backward(dresidual_, gv(P::mlp_norm, l), dbtc_, a.residual2, pv(P::mlp_norm, l), a.rstd2);
-  be_.matmul_backward(dbtc_, gv(P::wo, l), {}, dresidual_, a.atty, pv(P::wo, l));
-  be_.attention_backward(dpacked_, dbtc_, a.packed, a.atty, a.lse, NH);
+  be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dresidual_, a.atty,
+                      pv(P::wo, l));
+  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH);
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
-  be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope_theta, true);
-  be_.matmul_backward(dbtc_, gv(P::wq, l, Wf), {}, dfused_, a.norm1, pv(P::wq, l, Wf));
+  be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope, true);
+  if (cfg_.qk_norm)
+    be_.qk_rmsnorm_backward(dfused_, gv(P::q_norm, l, 2 * int64_t(d)), a.qkv_raw, pv(P::q_norm, l, 2 * int64_t(d)),
+                            a.rstd_qk, NH, NKV, d);
+  be_.matmul_backward(dbtc_, gv(P::wq, l, Wf), cfg_.qkv_bias ? gv(P::bq, l, Wf) : TensorView{}, dfused_, a.norm1,
+                      pv(P::wq, l, Wf));
   be_.rmsnorm_backward(dresidual_, gv(P::attn_norm, l), dbtc_, residual, pv(P::attn_norm, l), a.rstd1);
 }
 
 void Llama::embed_backward() {
-  open_grads(0);
+  if (!cfg_.tied) open_grads(0);  // tied: open since the head's backward
   be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens());
   close_grads(0);
 }

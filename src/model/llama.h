@@ -1,13 +1,13 @@
-// A Llama-family decoder (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention,
-// untied output head, no biases) on any Backend: its layers on the Transformer skeleton
-// (transformer.h), with GPT2's memory contract: parameters unit-major (unit 0 the
-// embedding, 1+l layer l, L+1 the final norm and the head), owned by the model or provided
-// unit by unit through UnitHooks; one activation arena.
+// A Llama-family decoder (RMSNorm, rotary positions, SwiGLU MLP, grouped-query attention;
+// Llama 1-3.2, Mistral, Qwen2 and Qwen3 by their configs' options) on any Backend: its layers on the Transformer
+// skeleton (transformer.h), with GPT2's memory contract: parameters unit-major (unit 0 the embedding, 1+l layer l, L+1
+// the final norm and the head), owned by the model or provided unit by unit through UnitHooks; one activation arena.
 //
 // Within a layer wq|wk|wv and w_gate|w_up are adjacent, so each pair runs as one fused
 // matmul: q|k|v [B,T,(NH+2·NKV)·d] (rotary applied to q and k in place; with NKV < NH the
 // kv heads are expanded for the fused attention op and their gradients summed back) and
-// gate|up [B,T,2I].
+// gate|up [B,T,2I]. So are the q|k|v biases (Qwen2) and Qwen3's q_norm|k_norm. With tied
+// embeddings the head is unit 0's embedding, gathered again as GPT-2's.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -20,7 +20,28 @@
 
 namespace strata {
 
-enum class LlamaParam { embed, attn_norm, wq, wk, wv, wo, mlp_norm, w_gate, w_up, w_down, norm, lm_head, count };
+// (Appended kinds keep the numbers, and so the initial weights, of the kinds before them.)
+enum class LlamaParam {
+  embed,
+  attn_norm,
+  wq,
+  wk,
+  wv,
+  wo,
+  mlp_norm,
+  w_gate,
+  w_up,
+  w_down,
+  norm,
+  lm_head,
+  bq,
+  bk,
+  bv,
+  q_norm,
+  k_norm,
+  bo,
+  count
+};
 
 // The unit-major layout (`llama_kind` says which tensor a ParamSpec is).
 std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c);
@@ -43,9 +64,10 @@ class Llama final : public Transformer {
  private:
   struct LayerActs {
     TensorView norm1, rstd1, qkv, packed, atty, lse, attproj, residual2, norm2, rstd2, gate_up, act, down, out;
+    TensorView qkv_raw, rstd_qk;  // Qwen3: q|k|v before the q/k norms, and their rstd
   };
   // Transformer's steps: the token embedding; RMSNorm, rotary GQA attention and SwiGLU
-  // blocks; the final RMSNorm and the untied head.
+  // blocks; the final RMSNorm and the head (or the tied embedding).
   void embed_forward(std::span<const int32_t> tokens) override;
   void layer_forward(int l, TensorView residual, TensorView out, bool recompute) override;
   void head_forward(TensorView last) override;
@@ -60,7 +82,7 @@ class Llama final : public Transformer {
 
   LlamaConfig cfg_;
   TensorView normf_, rstdf_;
-  TensorView dresidual_, dbtc_, dfused_, dpacked_, dgu_, dact_;
+  TensorView dresidual_, dbtc_, datty_, dfused_, dpacked_, dgu_, dact_;
   std::vector<LayerActs> layers_;
 };
 

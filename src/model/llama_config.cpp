@@ -8,11 +8,22 @@
 
 namespace strata {
 
+namespace {
+const std::set<std::string> kFamilies = {"llama", "mistral", "qwen2", "qwen3"};
+}
+
 std::string model_arch_of(const std::string& text, const std::string& origin) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   STRATA_CHECK(!j.is_discarded(), "model config '" + origin + "' is not valid JSON", "fix the file's syntax");
-  if (j.is_object() &&
-      ((j.contains("model_type") && j["model_type"] == "llama") || (j.contains("arch") && j["arch"] == "llama")))
+  if (j.is_object() && j.contains("model_type") && j["model_type"].is_string()) {
+    const std::string t = j["model_type"].get<std::string>();
+    STRATA_CHECK(t == "gpt2" || kFamilies.count(t),
+                 "model config '" + origin + "': model_type '" + t + "' is not one Strata trains",
+                 "Strata trains gpt2, llama (1, 2, 3, 3.1, 3.2), mistral, qwen2 (and 2.5) and qwen3 models");
+  }
+  if (j.is_object() && ((j.contains("model_type") && j["model_type"].is_string() &&
+                         kFamilies.count(j["model_type"].get<std::string>())) ||
+                        (j.contains("arch") && j["arch"] == "llama")))
     return "llama";
   return "gpt2";
 }
@@ -22,6 +33,10 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
   STRATA_CHECK(!j.is_discarded() && j.is_object(), "model config '" + origin + "' is not a JSON object",
                "see configs/llama-tiny.json");
   LlamaConfig c;
+  if (j.contains("model_type") && j["model_type"].is_string()) c.family = j["model_type"].get<std::string>();
+  const bool qwen = c.family == "qwen2" || c.family == "qwen3";
+  c.qkv_bias = c.family == "qwen2";
+  c.qk_norm = c.family == "qwen3";
   auto get_int = [&](const nlohmann::json& v, const std::string& key) {
     STRATA_CHECK(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() < (int64_t(1) << 31),
                  "model config '" + origin + "': '" + key + "' must be a positive integer", "fix the model config");
@@ -31,6 +46,11 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
     STRATA_CHECK(v.is_number() && v.get<double>() > 0, "model config '" + origin + "': '" + key + "' must be positive",
                  "fix the model config");
     return v.get<double>();
+  };
+  auto get_bool = [&](const nlohmann::json& v, const std::string& key) {
+    STRATA_CHECK(v.is_boolean(), "model config '" + origin + "': '" + key + "' must be true or false",
+                 "fix the model config");
+    return v.get<bool>();
   };
   auto refuse_unless = [&](bool ok, const std::string& key, const nlohmann::json& v, const std::string& what) {
     STRATA_CHECK(ok,
@@ -50,10 +70,8 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
                                                 "transformers_version",
                                                 "use_cache",
                                                 "initializer_range",
-                                                "attention_dropout",
                                                 "_name_or_path",
                                                 "max_sequence_length"};
-  int head_dim = 0;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const nlohmann::json& v = it.value();
@@ -76,30 +94,89 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
     else if (k == "rms_norm_eps")
       c.rms_eps = float(get_num(v, k));
     else if (k == "rope_theta")
-      c.rope_theta = float(get_num(v, k));
+      c.rope.theta = float(get_num(v, k));
     else if (k == "head_dim")
-      head_dim = get_int(v, k);
+      c.head_dim_key = v.is_null() ? 0 : get_int(v, k);
     else if (k == "hidden_act")
       refuse_unless(v == "silu", k, v, "the SwiGLU MLP (hidden_act silu)");
     else if (k == "tie_word_embeddings")
-      refuse_unless(v == false, k, v, "an untied output head (tie_word_embeddings false)");
-    else if (k == "attention_bias" || k == "mlp_bias")
-      refuse_unless(v == false, k, v, "projections without biases");
-    else if (k == "rope_scaling")
-      refuse_unless(v.is_null(), k, v, "unscaled rotary embeddings (rope_scaling null)");
+      c.tied = get_bool(v, k);
+    else if (k == "attention_bias") {
+      // Llama and Qwen3: q, k, v and o biases. Qwen2 always has q/k/v biases and no o bias,
+      // and transformers' Qwen2 ignores this key, so Strata does too.
+      if (c.family != "qwen2") c.qkv_bias = c.o_bias = get_bool(v, k);
+    } else if (k == "mlp_bias")
+      refuse_unless(v == false, k, v, "an MLP without biases (mlp_bias false)");
+    else if (k == "attention_dropout")
+      refuse_unless(v.is_number() && v.get<double>() == 0, k, v, "attention without dropout (attention_dropout 0)");
     else if (k == "pretraining_tp")
       refuse_unless(v == 1, k, v, "pretraining_tp 1");
-    else if (!ignored.count(k))
+    else if (k == "sliding_window")
+      c.sliding_window_key = v.is_null() ? 0 : get_int(v, k);
+    else if (k == "use_sliding_window" && qwen)
+      c.use_sliding_window = get_bool(v, k);
+    else if (k == "max_window_layers" && qwen)
+      c.max_window_layers = v.is_null() ? 0 : get_int(v, k);
+    else if (k == "layer_types") {
+      bool all_full = v.is_array();
+      for (const auto& t : v) all_full = all_full && t == "full_attention";
+      if (!all_full) c.use_sliding_window = true;  // some layers slide: the window is in force
+    } else if (k == "rope_scaling") {
+      if (v.is_null()) continue;
+      STRATA_CHECK(v.is_object(), "model config '" + origin + "': rope_scaling must be null or an object",
+                   "fix the model config");
+      const std::string type = v.contains("rope_type") ? v["rope_type"].get<std::string>()
+                               : v.contains("type")    ? v["type"].get<std::string>()
+                                                       : "";
+      refuse_unless(type == "default" || type == "linear" || type == "llama3", k, v,
+                    "rope_scaling of type linear or llama3 (dynamic, yarn and longrope change with the sequence "
+                    "length)");
+      for (auto r = v.begin(); r != v.end(); ++r) {
+        const std::string& rk = r.key();
+        if (rk == "type" || rk == "rope_type") continue;
+        if (rk == "factor")
+          c.rope.factor = float(get_num(r.value(), "rope_scaling.factor"));
+        else if (rk == "low_freq_factor" && type == "llama3")
+          c.rope.low_freq_factor = float(get_num(r.value(), "rope_scaling.low_freq_factor"));
+        else if (rk == "high_freq_factor" && type == "llama3")
+          c.rope.high_freq_factor = float(get_num(r.value(), "rope_scaling.high_freq_factor"));
+        else if (rk == "original_max_position_embeddings" && type == "llama3")
+          c.rope.original_max_position = get_int(r.value(), "rope_scaling.original_max_position_embeddings");
+        else
+          throw_error(
+              "model config '" + origin + "': rope_scaling has key '" + rk + "', which a " + type +
+                  " scaling does not take",
+              "rope_scaling " + type + " takes " +
+                  (type == "llama3" ? "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings"
+                                    : "factor"));
+      }
+      if (type == "linear") c.rope.scaling = RopeScaling::linear;
+      if (type == "llama3") {
+        c.rope.scaling = RopeScaling::llama3;
+        STRATA_CHECK(v.contains("factor") && v.contains("low_freq_factor") && v.contains("high_freq_factor") &&
+                         v.contains("original_max_position_embeddings") &&
+                         c.rope.high_freq_factor != c.rope.low_freq_factor,
+                     "model config '" + origin +
+                         "': rope_scaling llama3 needs factor, low_freq_factor, "
+                         "high_freq_factor (≠ low) and original_max_position_embeddings",
+                     "copy rope_scaling from the model's original config.json");
+      }
+      STRATA_CHECK(type != "linear" || v.contains("factor"),
+                   "model config '" + origin + "': rope_scaling linear needs a factor", "fix the model config");
+    } else if (!ignored.count(k))
       throw_error("model config '" + origin + "': unknown key '" + k + "'",
-                  "Llama configs take hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
-                  "num_key_value_heads, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta");
+                  "Llama-family configs take hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
+                  "num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, "
+                  "rope_scaling, tie_word_embeddings, attention_bias, sliding_window");
   }
   if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
   if (c.padded_vocab_size == 0) c.padded_vocab_size = (c.vocab_size + 63) / 64 * 64;
+  // A head_dim that states the default is the default (an export's config reads back equal).
+  if (c.head_dim_key && c.n_head && c.n_embd % c.n_head == 0 && c.head_dim_key == c.n_embd / c.n_head)
+    c.head_dim_key = 0;
+  // Mistral's window is in force whenever it is stated; Qwen's only with use_sliding_window.
+  if (c.family == "mistral" || (qwen && c.use_sliding_window)) c.sliding_window = c.sliding_window_key;
   c.validate(origin);
-  STRATA_CHECK(head_dim == 0 || head_dim == c.head_dim(),
-               "model config '" + origin + "': head_dim " + std::to_string(head_dim) + " is not hidden_size / heads",
-               "Strata's Llama uses head_dim = hidden_size / num_attention_heads");
   return c;
 }
 
@@ -107,19 +184,31 @@ void LlamaConfig::validate(const std::string& origin) const {
   auto need = [&](bool ok, const std::string& what) {
     STRATA_CHECK(ok, "model config '" + origin + "': " + what, "fix the model config");
   };
+  need(kFamilies.count(family), "model_type '" + family + "' is not one of llama, mistral, qwen2, qwen3");
   need(n_layer > 0 && n_head > 0 && n_embd > 0 && intermediate > 0 && vocab_size > 0 && max_seq_len > 0,
        "num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, vocab_size and "
        "max_position_embeddings are all required");
-  need(n_embd % n_head == 0 && head_dim() % 2 == 0, "hidden_size must be num_attention_heads × an even head size");
+  need(head_dim_key || n_embd % n_head == 0,
+       "hidden_size must be a multiple of num_attention_heads (or head_dim given)");
+  need(head_dim() % 2 == 0, "the head size must be even for the rotary embeddings");
   need(n_kv_head > 0 && n_head % n_kv_head == 0, "num_attention_heads must be a multiple of num_key_value_heads");
   need(padded_vocab_size >= vocab_size, "padded_vocab_size must be at least vocab_size");
 }
 
+void LlamaConfig::check_seq_len(int seq_len, const std::string& origin) const {
+  STRATA_CHECK(sliding_window == 0 || seq_len <= sliding_window,
+               origin + ": sequences of " + std::to_string(seq_len) + " tokens are longer than the model's " +
+                   "sliding_window of " + std::to_string(sliding_window) +
+                   ", and Strata's attention attends to the whole causal prefix",
+               "train with --seq-len " + std::to_string(sliding_window) + " or less (within the window the two agree)");
+}
+
 int64_t LlamaConfig::num_params() const {
   const int64_t C = n_embd, d = head_dim(), I = intermediate, Vp = padded_vocab_size;
-  const int64_t layer =
-      C + int64_t(n_head) * d * C + 2 * int64_t(n_kv_head) * d * C + C * int64_t(n_head) * d + C + 3 * I * C;
-  return Vp * C + int64_t(n_layer) * layer + C + Vp * C;
+  const int64_t q = q_dim(), kv = int64_t(n_kv_head) * d;
+  const int64_t layer = C + q * C + 2 * kv * C + (qkv_bias ? q + 2 * kv : 0) + (qk_norm ? 2 * d : 0) + C * q +
+                        (o_bias ? C : 0) + C + 3 * I * C;
+  return Vp * C + int64_t(n_layer) * layer + C + (tied ? 0 : Vp * C);
 }
 
 }  // namespace strata

@@ -1,29 +1,48 @@
-// Llama-family shapes (RMSNorm, rotary positions, SwiGLU, grouped-query attention, untied
-// head, no biases), read from a Hugging Face config.json (model_type "llama") or Strata's own
-// JSON ("arch": "llama" with the same key names).
+// Llama-family shapes (RMSNorm, rotary positions, SwiGLU, grouped-query attention), read from a
+// Hugging Face config.json (model_type llama, mistral, qwen2 or qwen3) or Strata's own JSON
+// ("arch": "llama" with the same key names). What the families add to Llama 2 is carried
+// here: rope_scaling (linear, llama3), tied embeddings, q/k/v (and o) biases (Qwen2,
+// attention_bias), Qwen3's per-head q/k RMSNorm, and a head_dim that is not hidden/heads.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "kernels/math/rope_math.h"
+
 namespace strata {
 
 struct LlamaConfig {
+  std::string family = "llama";  // model_type: llama | mistral | qwen2 | qwen3
   int n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, intermediate = 0;
   int vocab_size = 0, padded_vocab_size = 0, max_seq_len = 0;
-  float rms_eps = 1e-5f, rope_theta = 10000.0f;
+  int head_dim_key = 0;  // config.json's head_dim; 0: hidden_size / num_attention_heads
+  float rms_eps = 1e-5f;
+  RopeSpec rope;                    // rope_theta and rope_scaling
+  bool tied = false;                // tie_word_embeddings: the head is the embedding
+  bool qkv_bias = false;            // q/k/v projections with biases (Qwen2; attention_bias)
+  bool o_bias = false;              // the output projection too (attention_bias)
+  bool qk_norm = false;             // Qwen3: RMSNorm on each q and k head before the rotation
+  int sliding_window = 0;           // a window that is in force (Mistral, Qwen with use_sliding_window); 0: none
+  bool use_sliding_window = false;  // Qwen's switch, kept for the export
+  int sliding_window_key = 0;       // the window as the config states it, in force or not (export)
+  int max_window_layers = 0;        // Qwen's, kept for the export
 
-  // Keys as Hugging Face names them (hidden_size, intermediate_size, num_hidden_layers,
-  // num_attention_heads, num_key_value_heads, rms_norm_eps, rope_theta, vocab_size,
-  // max_position_embeddings); a key that would change the computation (biases, tied
-  // embeddings, rope scaling, another activation) is refused, bookkeeping keys are ignored,
-  // anything else is an error naming it.
+  // Keys as Hugging Face names them; a key that would change the computation in a way
+  // Strata does not compute (another activation, mlp_bias, dynamic or yarn rope scaling,
+  // attention dropout) is refused, bookkeeping keys are ignored, anything else is an error
+  // naming it.
   static LlamaConfig from_json_text(const std::string& text, const std::string& origin);
-  int head_dim() const { return n_embd / n_head; }
+  int head_dim() const { return head_dim_key ? head_dim_key : n_embd / n_head; }
+  int64_t q_dim() const { return int64_t(n_head) * head_dim(); }  // the attention's width
   int64_t num_params() const;
   void validate(const std::string& origin) const;
+  // A sequence longer than an active sliding window would need the window in the attention
+  // mask, which Strata's attention does not apply: refused, naming the window.
+  void check_seq_len(int seq_len, const std::string& origin) const;
 };
 
-// "llama" or "gpt2": which architecture a model config describes (by model_type or arch).
+// "llama" (any of the Llama-family model_types) or "gpt2": which architecture a model config
+// describes (by model_type or arch).
 std::string model_arch_of(const std::string& config_text, const std::string& origin);
 
 }  // namespace strata

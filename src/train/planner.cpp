@@ -43,7 +43,8 @@ double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double rows = std::max({BT, widest, double(m.padded_vocab_size())});
   const double gemm_a = rows * std::min(256.0, std::max(C, BT));
   const double gemm_b = 256.0 * std::min(4096.0, std::max(widest, double(m.padded_vocab_size())));
-  const double gemm_c = BT * std::max(widest, 3 * C);
+  const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
+  const double gemm_c = BT * std::max({widest, qkv, 3 * C});
   const double attention = threads * (2.0 * T * T + 8.0 * T * hd);
   return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C);
 }

@@ -1,0 +1,61 @@
+// Rotary position embeddings: which frequencies (RopeSpec, the model config's rope_theta and
+// rope_scaling) and their math, shared by the CPU op, the CUDA table kernel and the tests.
+// Hugging Face computes the inverse frequencies in f32 and the angle t·inv_freq in f32, so
+// this does too: Llama-3.1/3.2 checkpoints see the frequencies they were trained with.
+#pragma once
+#include <cmath>
+
+#include "kernels/math/hd.h"
+
+namespace strata {
+
+// rope_scaling as transformers' ROPE_INIT_FUNCTIONS define it, for the types whose
+// frequencies do not depend on the sequence length.
+enum class RopeScaling : int { none = 0, linear = 1, llama3 = 2 };
+
+struct RopeSpec {
+  float theta = 10000.0f;
+  RopeScaling scaling = RopeScaling::none;
+  float factor = 1.0f;               // linear and llama3
+  float low_freq_factor = 1.0f;      // llama3
+  float high_freq_factor = 4.0f;     // llama3
+  int original_max_position = 8192;  // llama3: original_max_position_embeddings
+  // (Written out: the .cu files compile as C++17.)
+  bool operator==(const RopeSpec& o) const {
+    return theta == o.theta && scaling == o.scaling && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+           high_freq_factor == o.high_freq_factor && original_max_position == o.original_max_position;
+  }
+};
+
+namespace kernel_math {
+
+// inv_freq of pair i of head_dim (transformers' _compute_{default,linear,llama3}_rope_parameters).
+STRATA_HD float rope_inv_freq(int i, int head_dim, const RopeSpec& r) {
+  const float inv = 1.0f / powf(r.theta, float(2 * i) / float(head_dim));
+  if (r.scaling == RopeScaling::linear) return inv / r.factor;
+  if (r.scaling != RopeScaling::llama3) return inv;
+  // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, the band between
+  // blended by where the wavelength falls between the two thresholds.
+  const float old_len = float(r.original_max_position);
+  const float low_wavelen = old_len / r.low_freq_factor, high_wavelen = old_len / r.high_freq_factor;
+  const float wavelen = 2.0f * 3.14159265358979323846f / inv;
+  if (wavelen < high_wavelen) return inv;
+  if (wavelen > low_wavelen) return inv / r.factor;
+  const float smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return (1.0f - smooth) * inv / r.factor + smooth * inv;
+}
+
+// The angle of pair i at position t.
+STRATA_HD float rope_angle(int t, int i, int head_dim, const RopeSpec& r) {
+  return float(t) * rope_inv_freq(i, head_dim, r);
+}
+
+// (a, b) = (x_i, x_{i+d/2}) rotated by the angle with cosine c and sine s (s negated: inverse).
+STRATA_HD void rope_rotate(float* a, float* b, float c, float s) {
+  const float x = *a, y = *b;
+  *a = x * c - y * s;
+  *b = y * c + x * s;
+}
+
+}  // namespace kernel_math
+}  // namespace strata

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/hf-families/<name>/: tiny models of the Llama-family variants that
+people fine-tune, made and run by Hugging Face transformers itself, so Strata's parity is
+with the library and not with a re-implementation of it.
+
+  llama31-scaled   Llama 3.1: rope_scaling llama3, GQA, untied
+  llama32-tied     Llama 3.2: rope_scaling llama3, tied embeddings, explicit head_dim
+  llama2-linear    Llama 2 long-context: rope_scaling linear
+  mistral          Mistral-Nemo style: head_dim 16 with hidden 32 / 4 heads, sliding_window
+                   4096 (longer than any sequence here, so full causal attention)
+  qwen2            Qwen2.5: q/k/v biases, tied embeddings
+  qwen3            Qwen3: per-head q/k RMSNorm, head_dim 16 ≠ hidden/heads, tied embeddings
+
+Each holds what save_pretrained writes (config.json with every key transformers puts
+there, model.safetensors, F32), and:
+
+  expected.bin        int32 B, T, V; int32 tokens[B*T]; f32 logits[B*T*V] (float64 forward)
+  train.jsonl         the one training sequence (T+1 ids, loss on every target), 4 times
+  train.json          the optimizer settings and the 5 losses of torch.optim.AdamW on it
+  after.bin           expected.bin's layout: the logits after those 5 steps (the export's check)
+
+Run it with a Python that has torch ≥ 2 and transformers 4.51 (not CI's business: CI reads
+the committed files):
+  python3 -m venv /tmp/fx && /tmp/fx/bin/pip install torch==2.5.1 transformers==4.51.3
+  /tmp/fx/bin/python tests/tools/make_hf_family_fixtures.py
+"""
+import json
+import os
+import struct
+
+import torch
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "hf-families")
+B, T, V = 2, 16, 97
+STEPS, LR, BETAS, EPS, WD = 5, 1e-3, (0.9, 0.95), 1e-8, 0.1
+COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2)
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 32}
+
+FAMILIES = {
+    "llama31-scaled": (LlamaConfig, LlamaForCausalLM, dict(rope_theta=500000.0, rope_scaling=LLAMA3)),
+    "llama32-tied": (LlamaConfig, LlamaForCausalLM,
+                     dict(rope_theta=500000.0, rope_scaling=LLAMA3, tie_word_embeddings=True, head_dim=8)),
+    "llama2-linear": (LlamaConfig, LlamaForCausalLM,
+                      dict(num_key_value_heads=4, rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    "mistral": (MistralConfig, MistralForCausalLM, dict(head_dim=16, sliding_window=4096, rope_theta=1e6)),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True, rope_theta=1e6)),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(tie_word_embeddings=True, head_dim=16, rope_theta=1e6)),
+}
+
+
+def write_logits(path, tokens, logits):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<3i", B, T, V))
+        f.write(tokens.to(torch.int32).numpy().tobytes())
+        f.write(logits.to(torch.float32).contiguous().numpy().tobytes())
+
+
+def logits_f64(model, tokens):
+    m = model.double()
+    with torch.no_grad():
+        out = m(tokens).logits
+    model.float()
+    return out
+
+
+def make(name, cfg_cls, model_cls, extra):
+    out = os.path.join(ROOT, name)
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(1234)
+    cfg = cfg_cls(**{**COMMON, **extra})
+    cfg._attn_implementation = "eager"
+    model = model_cls(cfg).float()
+    with torch.no_grad():  # biases and norms away from their 0 and 1 inits, so they matter
+        for n, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    model.save_pretrained(out, safe_serialization=True)
+    g = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, V, (B, T), generator=g)
+    write_logits(os.path.join(out, "expected.bin"), tokens, logits_f64(model, tokens))
+
+    # Five AdamW steps on one sequence, the loss the mean over its T targets; decay on the
+    # matrices (and embeddings), none on norms and biases, as Strata groups them.
+    seq = torch.randint(3, V, (1, T + 1), generator=g)
+    with open(os.path.join(out, "train.jsonl"), "w") as f:
+        for _ in range(4):
+            f.write(json.dumps({"input_ids": seq[0].tolist(), "loss_mask": [1] * (T + 1)}) + "\n")
+    model.train()
+    decay = [p for p in model.parameters() if p.dim() == 2]
+    rest = [p for p in model.parameters() if p.dim() != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}], lr=LR,
+                            betas=BETAS, eps=EPS)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        logits = model(seq[:, :T]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), seq[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    write_logits(os.path.join(out, "after.bin"), tokens, logits_f64(model, tokens))
+    with open(os.path.join(out, "train.json"), "w") as f:
+        json.dump({"steps": STEPS, "seq_len": T, "lr": LR, "beta1": BETAS[0], "beta2": BETAS[1], "eps": EPS,
+                   "weight_decay": WD, "losses": losses}, f, indent=1)
+    print(f"{name}: {sum(p.numel() for p in model.parameters())} parameters, losses {['%.5f' % x for x in losses]}")
+
+
+if __name__ == "__main__":
+    for name, (c, m, extra) in FAMILIES.items():
+        make(name, c, m, extra)
