@@ -6,6 +6,7 @@
 #endif
 
 #include "cpu/ops.h"
+#include "cpu/row_partials.h"
 
 namespace strata::cpu {
 
@@ -51,62 +52,43 @@ void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, T
   float* db = dbias.as<float>();
   const float* mu = mean.as<float>();
   const float* rs = rstd.as<float>();
-  int max_threads = 1;
-#ifdef _OPENMP
-  max_threads = omp_get_max_threads();
-#endif
-  // Per-thread partial sums for dweight/dbias, reduced in a fixed order (deterministic).
-  float* partial = ws.get<float>(Scratch::layernorm, size_t(max_threads) * 2 * size_t(C));
-  int used_threads = 1;
   dispatch_act(dinp.dtype, [&]<typename T>(T) {
     T* dx = dinp.as<T>();
     const T* x = inp.as<T>();
     const T* w = weight.as<T>();
     const T* dy = dout.as<T>();
-#pragma omp parallel
-    {
-      int nt = 1, id = 0;
-#ifdef _OPENMP
-      nt = omp_get_num_threads(), id = omp_get_thread_num();
-#endif
-#pragma omp single
-      used_threads = nt;
-      float* pdw = partial + size_t(id) * 2 * size_t(C);
+    // Per-thread partial sums for dweight (partial[0, C)) and dbias ([C, 2C)).
+    auto row = [&](int64_t n, float* pdw) {
       float* pdb = pdw + C;
-      std::memset(pdw, 0, sizeof(float) * 2 * size_t(C));
-      const int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
-      for (int64_t n = n0; n < n1; ++n) {
-        const T* xr = x + n * C;
-        const T* dyr = dy + n * C;
-        T* dxr = dx + n * C;
-        const float m = mu[n], r = rs[n];
-        float dnorm_mean = 0, dnorm_norm_mean = 0;
-        for (int64_t c = 0; c < C; ++c) {
-          const float norm = (to_f32(xr[c]) - m) * r;
-          const float dnorm = to_f32(w[c]) * to_f32(dyr[c]);
-          dnorm_mean += dnorm;
-          dnorm_norm_mean += dnorm * norm;
-        }
-        dnorm_mean /= float(C);
-        dnorm_norm_mean /= float(C);
-        for (int64_t c = 0; c < C; ++c) {
-          const float norm = (to_f32(xr[c]) - m) * r;
-          const float g = to_f32(dyr[c]);
-          pdb[c] += g;
-          pdw[c] += norm * g;
-          const float dnorm = to_f32(w[c]) * g;
-          dxr[c] = from_f32<T>(to_f32(dxr[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
-        }
+      const T* xr = x + n * C;
+      const T* dyr = dy + n * C;
+      T* dxr = dx + n * C;
+      const float m = mu[n], r = rs[n];
+      float dnorm_mean = 0, dnorm_norm_mean = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const float norm = (to_f32(xr[c]) - m) * r;
+        const float dnorm = to_f32(w[c]) * to_f32(dyr[c]);
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * norm;
       }
-    }
+      dnorm_mean /= float(C);
+      dnorm_norm_mean /= float(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const float norm = (to_f32(xr[c]) - m) * r;
+        const float g = to_f32(dyr[c]);
+        pdb[c] += g;
+        pdw[c] += norm * g;
+        const float dnorm = to_f32(w[c]) * g;
+        dxr[c] = from_f32<T>(to_f32(dxr[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
+      }
+    };
+    rows_with_partials(N, 2 * C, ws, row, [&](const float* p) {
+      for (int64_t c = 0; c < C; ++c) {
+        dw[c] += p[c];
+        db[c] += p[C + c];
+      }
+    });
   });
-  for (int t = 0; t < used_threads; ++t) {
-    const float* pdw = partial + size_t(t) * 2 * size_t(C);
-    for (int64_t c = 0; c < C; ++c) {
-      dw[c] += pdw[c];
-      db[c] += pdw[C + c];
-    }
-  }
 }
 
 }  // namespace strata::cpu

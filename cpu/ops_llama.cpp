@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cpu/ops.h"
+#include "cpu/row_partials.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -40,58 +41,45 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView
   });
 }
 
+namespace {
+
+// One row of y = x·r·w, r = (mean x² + eps)^-1/2: dx = r·(w·dy - x̂·mean(w·dy·x̂)), x̂ = x·r
+// (added to dx when `accumulate`; otherwise dx may be dy, each element read before it is
+// written), and pdw += x̂·dy.
+template <typename T>
+void rmsnorm_row_backward(T* dx, const T* dy, const T* x, const T* w, float r, int64_t C, float* pdw, bool accumulate) {
+  float dot = 0;
+  for (int64_t c = 0; c < C; ++c) dot += to_f32(w[c]) * to_f32(dy[c]) * to_f32(x[c]) * r;
+  dot /= float(C);
+  for (int64_t c = 0; c < C; ++c) {
+    const float norm = to_f32(x[c]) * r, g = to_f32(dy[c]);
+    pdw[c] += norm * g;
+    dx[c] = from_f32<T>((accumulate ? to_f32(dx[c]) : 0.0f) + r * (to_f32(w[c]) * g - norm * dot));
+  }
+}
+
+}  // namespace
+
 void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                       TensorView rstd, Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
   expect_numel(dinp, N * C, "rmsnorm_backward", "dinp");
   expect_numel(dout, N * C, "rmsnorm_backward", "dout");
   expect_dtype(dweight, DType::f32, "rmsnorm_backward", "dweight");
-  float* dw = dweight.as<float>();
   const float* rs = rstd.as<float>();
-  int max_threads = 1;
-#ifdef _OPENMP
-  max_threads = omp_get_max_threads();
-#endif
-  // Per-thread partial sums for dweight, reduced in a fixed order (deterministic).
-  float* partial = ws.get<float>(Scratch::layernorm, size_t(max_threads) * size_t(C));
-  int used_threads = 1;
+  float* dw = dweight.as<float>();
   dispatch_act(dinp.dtype, [&]<typename T>(T) {
     T* dx = dinp.as<T>();
     const T* x = inp.as<T>();
     const T* w = weight.as<T>();
     const T* dy = dout.as<T>();
-#pragma omp parallel
-    {
-      int nt = 1, id = 0;
-#ifdef _OPENMP
-      nt = omp_get_num_threads(), id = omp_get_thread_num();
-#endif
-#pragma omp single
-      used_threads = nt;
-      float* pdw = partial + size_t(id) * size_t(C);
-      std::memset(pdw, 0, sizeof(float) * size_t(C));
-      const int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
-      for (int64_t n = n0; n < n1; ++n) {
-        const T* xr = x + n * C;
-        const T* dyr = dy + n * C;
-        T* dxr = dx + n * C;
-        const float r = rs[n];
-        // y = x·r·w, r = (mean x² + eps)^-1/2: dx = r·(w·dy - x̂·mean(w·dy·x̂)), x̂ = x·r.
-        float dot = 0;
-        for (int64_t c = 0; c < C; ++c) dot += to_f32(w[c]) * to_f32(dyr[c]) * to_f32(xr[c]) * r;
-        dot /= float(C);
-        for (int64_t c = 0; c < C; ++c) {
-          const float norm = to_f32(xr[c]) * r, g = to_f32(dyr[c]);
-          pdw[c] += norm * g;
-          dxr[c] = from_f32<T>(to_f32(dxr[c]) + r * (to_f32(w[c]) * g - norm * dot));
-        }
-      }
-    }
+    rows_with_partials(
+        N, C, ws,
+        [&](int64_t n, float* pdw) { rmsnorm_row_backward(dx + n * C, dy + n * C, x + n * C, w, rs[n], C, pdw, true); },
+        [&](const float* p) {
+          for (int64_t c = 0; c < C; ++c) dw[c] += p[c];
+        });
   });
-  for (int t = 0; t < used_threads; ++t) {
-    const float* pdw = partial + size_t(t) * size_t(C);
-    for (int64_t c = 0; c < C; ++c) dw[c] += pdw[c];
-  }
 }
 
 void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
@@ -130,50 +118,25 @@ void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView in
   expect_numel(rstd, N * H, "qk_rmsnorm_backward", "rstd");
   expect_dtype(dqk_weight, DType::f32, "qk_rmsnorm_backward", "dqk_weight");
   expect_numel(dqk_weight, 2 * d, "qk_rmsnorm_backward", "dqk_weight");
-  float* dw = dqk_weight.as<float>();
   const float* rs = rstd.as<float>();
-  int max_threads = 1;
-#ifdef _OPENMP
-  max_threads = omp_get_max_threads();
-#endif
-  // Per-thread partial sums for q_norm|k_norm, reduced in a fixed order (deterministic).
-  float* partial = ws.get<float>(Scratch::layernorm, size_t(max_threads) * size_t(2 * d));
-  int used_threads = 1;
+  float* dw = dqk_weight.as<float>();
   dispatch_act(dfused.dtype, [&]<typename T>(T) {
     T* g = dfused.as<T>();
     const T* x = inp.as<T>();
     const T* qw = qk_weight.as<T>();
-#pragma omp parallel
-    {
-      int nt = 1, id = 0;
-#ifdef _OPENMP
-      nt = omp_get_num_threads(), id = omp_get_thread_num();
-#endif
-#pragma omp single
-      used_threads = nt;
-      float* pdw = partial + size_t(id) * size_t(2 * d);
-      std::memset(pdw, 0, sizeof(float) * size_t(2 * d));
-      const int64_t n0 = N * id / nt, n1 = N * (id + 1) / nt;
-      for (int64_t n = n0; n < n1; ++n)
-        for (int64_t h = 0; h < H; ++h) {
-          const int64_t wo = h < n_head ? 0 : d;
-          const T* xr = x + n * W + h * d;
-          const T* w = qw + wo;
-          T* gr = g + n * W + h * d;  // dy in, dx out: each element is read before it is written
-          const float r = rs[n * H + h];
-          float dot = 0;
-          for (int64_t c = 0; c < d; ++c) dot += to_f32(w[c]) * to_f32(gr[c]) * to_f32(xr[c]) * r;
-          dot /= float(d);
-          for (int64_t c = 0; c < d; ++c) {
-            const float norm = to_f32(xr[c]) * r, dy = to_f32(gr[c]);
-            pdw[wo + c] += norm * dy;
-            gr[c] = from_f32<T>(r * (to_f32(w[c]) * dy - norm * dot));
+    // q_norm's gradient in partial[0, d), k_norm's in [d, 2d); dy becomes dx in place.
+    rows_with_partials(
+        N, 2 * d, ws,
+        [&](int64_t n, float* pdw) {
+          for (int64_t h = 0; h < H; ++h) {
+            const int64_t wo = h < n_head ? 0 : d, at = n * W + h * d;
+            rmsnorm_row_backward(g + at, g + at, x + at, qw + wo, rs[n * H + h], d, pdw + wo, false);
           }
-        }
-    }
+        },
+        [&](const float* p) {
+          for (int64_t c = 0; c < 2 * d; ++c) dw[c] += p[c];
+        });
   });
-  for (int t = 0; t < used_threads; ++t)
-    for (int64_t c = 0; c < 2 * d; ++c) dw[c] += partial[size_t(t) * size_t(2 * d) + size_t(c)];
 }
 
 // The angles' cosines and sines for every (t, i), as Hugging Face computes them (inverse
