@@ -6,6 +6,7 @@
 
 #include "core/tensor.h"
 #include "cpu/workspace.h"
+#include "kernels/math/dropout_math.h"
 #include "kernels/math/rope_math.h"
 
 namespace strata::cpu {
@@ -19,9 +20,12 @@ void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, T
 void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws);
 void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                      TensorView weight, Workspace& ws);
-void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws);
+void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
+                       const DropoutSpec& drop = {});
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws);
+                        Workspace& ws, const DropoutSpec& drop = {});
+// x [B, T, W] in place times each element's dropout factor (Backend::dropout).
+void dropout(TensorView x, const DropoutSpec& drop);
 void gelu_forward(TensorView out, TensorView inp);
 void gelu_backward(TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(TensorView out, TensorView a, TensorView b);

@@ -62,7 +62,8 @@ void scatter_head(T* dst, const float* src, int64_t rows, int64_t hd, int64_t st
 
 }  // namespace
 
-void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws) {
+void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
+                       const DropoutSpec& drop) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
@@ -94,6 +95,9 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
         for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
         for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
         lrow[t] = mx + std::log(sum);
+        if (drop.active())  // after the softmax: lse is the undropped one's
+          for (int64_t j = 0; j <= t; ++j)
+            s[j] *= kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, d.NH, T));
       }
       sgemm(false, false, T, hd, T, 1.0f, S, T, v, hd, 0.0f, o, hd);  // o = P·v
       scatter_head(y + b * T * C + h * hd, o, T, hd, C);
@@ -102,7 +106,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
 }
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws) {
+                        Workspace& ws, const DropoutSpec& drop) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
@@ -137,16 +141,24 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
         simd::exp_shift_sum(p, t + 1, lrow[t]);
         for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       }
-      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);  // dv = P^T·dO
-      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP = dO·v^T
+      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP' = dO·v^T
       for (int64_t t = 0; t < T; ++t) {
-        float D = 0;  // Σ_i dO·O = Σ_j P·dP for row t
+        float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
         float* ds = dP + t * T;
-        const float* p = P + t * T;
-        for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
+        float* p = P + t * T;
+        if (drop.active()) {  // P' = P·m: dP = dP'·m, and dv below takes P'
+          for (int64_t j = 0; j <= t; ++j) {
+            const float m = kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, d.NH, T));
+            ds[j] = p[j] * (ds[j] * m - D);
+            p[j] *= m;
+          }
+        } else {
+          for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
+        }
         for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
       }
+      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);    // dv = P'^T·dO
       sgemm(false, false, T, hd, T, scale, dP, T, k, hd, 0.0f, dq, hd);  // dq = dS·k·scale
       sgemm(true, false, T, hd, T, 1.0f, dP, T, q, hd, 0.0f, dk, hd);    // dk = dS^T·(q·scale)
       A* dbase = dx + b * T * 3 * C + h * hd;

@@ -1,4 +1,4 @@
-// Embedding, GELU, residual, casts, norms and the fused softmax cross-entropy.
+// Embedding, GELU, residual, dropout, casts, norms and the fused softmax cross-entropy.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -165,6 +165,22 @@ void residual_forward(TensorView out, TensorView a, TensorView b) {
     const T_* x2 = b.as<T_>();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T_>(to_f32(x1[i]) + to_f32(x2[i]));
+  });
+}
+
+void dropout(TensorView x, const DropoutSpec& drop) {
+  if (!drop.active()) return;
+  STRATA_CHECK(x.shape.rank >= 2, "dropout: x has shape " + x.shape.str() + ", expected [B, T, W]",
+               "this is a bug in the caller");
+  const int64_t W = last_dim(x), T = x.shape.rank >= 3 ? x.shape[x.shape.rank - 2] : 1, N = x.numel() / W;
+  dispatch_act(x.dtype, [&]<typename T_>(T_) {
+    T_* p = x.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < W; ++c) {
+        const float m = kernel_math::dropout_mult(drop, kernel_math::dropout_index(drop, n / T, n % T, c, T, W));
+        p[n * W + c] = from_f32<T_>(to_f32(p[n * W + c]) * m);
+      }
   });
 }
 

@@ -99,7 +99,7 @@ __device__ __forceinline__ void dot_rows_tile(float (&acc)[R], const float* rows
 // ---- forward ----
 template <typename T, int NC>
 __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int B,
-                                         int Tn, int NH, int hd, float scale) {
+                                         int Tn, int NH, int hd, float scale, DropoutSpec drop) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -141,6 +141,8 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
       const float alpha = km::softmax_rescale(st[r], warp_max(s[r]));
       p[r] = km::softmax_weight(s[r], st[r]);
       km::softmax_accumulate(st[r], warp_sum(p[r]));
+      if (drop.active())  // after the sum: the softmax's denominator is the undropped one
+        p[r] *= km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, row[r], j0 + lane, NH, Tn));
 #pragma unroll
       for (int c = 0; c < NC; ++c) acc[r][c] *= alpha;
     }
@@ -194,7 +196,7 @@ __global__ void attention_d_kernel(float* __restrict__ D, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                     const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                    int hd, float scale) {
+                                    int hd, float scale, DropoutSpec drop) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -233,7 +235,11 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       float p;
-      km::attn_grad_pair(s[r], dp[r], L[r], Drow[r], km::attn_visible(row[r], j0 + lane), &p, &ds[r]);
+      const float m =
+          drop.active()
+              ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, row[r], j0 + lane, NH, Tn))
+              : 1.0f;
+      km::attn_grad_pair(s[r], dp[r], L[r], Drow[r], km::attn_visible(row[r], j0 + lane), m, &p, &ds[r]);
     }
     const int jn = min(kTile, Tn - j0);
     for (int jj = 0; jj < jn; ++jj) {
@@ -268,7 +274,7 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                      const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                     int hd, float scale) {
+                                     int hd, float scale, DropoutSpec drop) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH;
@@ -302,8 +308,13 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
     dot_rows_tile<R>(s, Ks + warp * R * hd4, Qt, hd4, lane);
     dot_rows_tile<R>(dp, Vs + warp * R * hd4, dOt, hd4, lane);
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      km::attn_grad_pair(s[r], dp[r], Li, Di, in && km::attn_visible(i, j0 + warp * R + r), &p[r], &ds[r]);
+    for (int r = 0; r < R; ++r) {
+      const int j = j0 + warp * R + r;
+      const float m = drop.active() && in
+                          ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, i, j, NH, Tn))
+                          : 1.0f;
+      km::attn_grad_pair(s[r], dp[r], Li, Di, in && km::attn_visible(i, j), m, &p[r], &ds[r]);
+    }
     const int in_n = min(kTile, Tn - i0);
     for (int ii = 0; ii < in_n; ++ii) {
       float pi[R], dsi[R];
@@ -377,7 +388,8 @@ size_t smem_bytes(int block_rows, int row_sets, int hd) {
 
 }  // namespace
 
-void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype, void* stream) {
+void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
+                       const DropoutSpec& drop, void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
   const float scale = km::attn_scale(hd);
   dispatch(dtype, [&](auto* tag) {
@@ -389,7 +401,7 @@ void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int
       const size_t smem = smem_bytes(BR, 1, hd);
       allow_smem(attention_forward_kernel<E, NC>, smem);
       attention_forward_kernel<E, NC><<<blocks, kBlock, smem, as_stream(stream)>>>(
-          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale);
+          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale, drop);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });
@@ -400,7 +412,7 @@ size_t attention_backward_scratch_bytes(int B, int T, int NH) {
 }
 
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
-                        int B, int T, int NH, int hd, int dtype, void* stream) {
+                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
   const float scale = km::attn_scale(hd);
   float* D = static_cast<float*>(scratch);
@@ -417,11 +429,13 @@ void attention_backward(void* dqkv, const void* dout, const void* qkv, const voi
       const size_t smem = smem_bytes(BR, 2, hd);
       allow_smem(attention_dq_kernel<E, NC>, smem);
       attention_dq_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
-                                                              static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale);
+                                                              static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
+                                                              drop);
       STRATA_CUDA_CHECK_LAUNCH();
       allow_smem(attention_dkv_kernel<E, NC>, smem);
       attention_dkv_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
-                                                               static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale);
+                                                               static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
+                                                               drop);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });

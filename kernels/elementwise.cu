@@ -2,6 +2,7 @@
 // bf16/f16 arithmetic happens in f32; the math is kernels/math/element_math.h's.
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
+#include "kernels/math/dropout_math.h"
 #include "kernels/math/element_math.h"
 
 namespace strata::cuda::launch {
@@ -31,6 +32,16 @@ __global__ void accumulate_kernel(T* dst, const float* src, int64_t n) {
 template <typename T>
 __global__ void gelu_kernel(T* out, const T* inp, int64_t n) {
   STRATA_GRID_STRIDE(i, n) store(out, i, km::gelu(load(inp, i)));
+}
+
+// x [N, W] (N = B·T rows) in place times each element's dropout factor.
+template <typename T>
+__global__ void dropout_kernel(T* x, int64_t n, int64_t T_len, int64_t W, DropoutSpec drop) {
+  STRATA_GRID_STRIDE(i, n) {
+    const int64_t row = i / W;
+    store(x, i,
+          load(x, i) * km::dropout_mult(drop, km::dropout_index(drop, row / T_len, row % T_len, i % W, T_len, W)));
+  }
 }
 
 // dinp may alias dout: each element is read before it is written, by the same thread.
@@ -108,6 +119,15 @@ void gelu_forward(void* out, const void* inp, int64_t n, int dtype, void* stream
     using T = STRATA_ELEM(tag);
     gelu_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out),
                                                                          static_cast<const T*>(inp), n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void dropout(void* x, int64_t n, int64_t T, int64_t W, const DropoutSpec& drop, int dtype, void* stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using E = STRATA_ELEM(tag);
+    dropout_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<E*>(x), n, T, W, drop);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/math/dropout_math.h"
 #include "kernels/math/rope_math.h"
 
 namespace strata::cuda::launch {
@@ -15,6 +16,8 @@ void cast(void* dst, int dst_dtype, const void* src, int src_dtype, int64_t n, v
 // dst = round(dst + src), src f32 (the engine's bucket output into a gradient shard).
 void accumulate(void* dst, int dst_dtype, const float* src, int64_t n, void* stream);
 void gelu_forward(void* out, const void* inp, int64_t n, int dtype, void* stream);
+// x [n elements, rows of W, T rows per sample] in place times each element's dropout factor.
+void dropout(void* x, int64_t n, int64_t T, int64_t W, const DropoutSpec& drop, int dtype, void* stream);
 void gelu_backward(void* dinp, const void* inp, const void* dout, int64_t n, int dtype, void* stream);
 void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, int dtype, void* stream);
 void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, int dtype,

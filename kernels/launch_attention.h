@@ -8,12 +8,16 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/math/dropout_math.h"
+
 namespace strata::cuda::launch {
 
-void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype, void* stream);
+// `drop`: attention dropout on the probabilities (kernels/math/dropout_math.h), inactive by default.
+void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
+                       const DropoutSpec& drop, void* stream);
 // Device scratch the backward needs: D = Σ dout·out per row, f32 [B,NH,T].
 size_t attention_backward_scratch_bytes(int B, int T, int NH);
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
-                        int B, int T, int NH, int hd, int dtype, void* stream);
+                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, void* stream);
 
 }  // namespace strata::cuda::launch

@@ -4,6 +4,7 @@
 // ~0.2. Central differences have O(h²) truncation error and f32 forward noise of ~1e-7/h;
 // a wrong gradient path is off by O(|g|), far outside this band.
 #include <cstring>
+#include <string>
 
 #include "cpu/cpu_backend.h"
 #include "test_util.h"
@@ -11,9 +12,8 @@
 namespace strata {
 namespace {
 
-TEST(GPT2Gradients, EveryParameterMatchesFiniteDifferences) {
+void check_gradients(const GPT2Config& cfg, bool training, const std::string& what, float h = 1e-2f) {
   cpu::CpuBackend be({size_t(1) << 30, 0});
-  const GPT2Config cfg = test::tiny_config();
   const int B = 2, T = 8;
   GPT2 model(be, cfg, B, T, DType::f32);
   // Random everything (norm weights around 1, biases non-zero) so every path carries signal.
@@ -27,7 +27,20 @@ TEST(GPT2Gradients, EveryParameterMatchesFiniteDifferences) {
       p[size_t(model.param_offset(int(k)) + i)] += 1.0f;
   }
   be.upload(model.master_flat().data, p.data(), p.size() * 4);
-  test::expect_gradients_match_finite_differences(model, B, T, cfg.vocab_size, cfg.padded_vocab_size, "");
+  if (training) model.set_dropout_rows(/*seed=*/7, /*first_sample=*/3);
+  test::expect_gradients_match_finite_differences(model, B, T, cfg.vocab_size, cfg.padded_vocab_size, what, h);
+}
+
+TEST(GPT2Gradients, EveryParameterMatchesFiniteDifferences) { check_gradients(test::tiny_config(), false, ""); }
+
+// Dropout on the embeddings, the attention probabilities and both projections: its masks
+// are regenerated (not stored) in the backward, and each forward of the finite differences
+// draws the same ones, so the loss is a fixed function of the weights to differentiate.
+// The 1/(1-p) factors sharpen its curvature: h = 3e-3 (the truncation error goes as h²).
+TEST(GPT2Gradients, WithDropoutEveryParameterMatchesFiniteDifferences) {
+  GPT2Config cfg = test::tiny_config();
+  cfg.embd_pdrop = 0.1f, cfg.attn_pdrop = 0.2f, cfg.resid_pdrop = 0.3f;
+  check_gradients(cfg, true, "dropout: ", 3e-3f);
 }
 
 }  // namespace

@@ -183,6 +183,40 @@ TEST_F(KernelMath, Llama3RopeScalingBands) {
   EXPECT_GT(blended, 0);
 }
 
+// Dropout masks are a function of (seed, site, sample, position, column) alone: a batch's row
+// gets the mask of its global sample number wherever that row sits, the drop rate is p, and
+// the kept elements carry 1/(1-p).
+TEST_F(KernelMath, DropoutMasksFollowTheSampleNotTheRow) {
+  const int64_t T = 6, W = 40;
+  const DropoutSpec four = make_dropout(0.1f, 1337, 9, /*first_row=*/4), two = make_dropout(0.1f, 1337, 9, 5);
+  std::vector<float> a(size_t(4 * T * W), 1.0f), b(size_t(2 * T * W), 1.0f);
+  cpu::dropout(f32(a, {4, T, W}), four);  // samples 4..7
+  cpu::dropout(f32(b, {2, T, W}), two);   // samples 5..6, as another rank would hold them
+  for (size_t i = 0; i < b.size(); ++i) ASSERT_EQ(b[i], a[size_t(T * W) + i]) << i;
+  int64_t dropped = 0;
+  for (float x : a) {
+    ASSERT_TRUE(x == 0.0f || x == four.scale) << x;
+    dropped += x == 0.0f;
+  }
+  // 960 draws at p = 0.1: 96 ± 9.3 (one sigma); 5 sigma either side.
+  EXPECT_NEAR(double(dropped), 96.0, 47.0);
+  // A large sample: the rate within 0.3% of p, and another site or seed draws other masks.
+  int64_t n = 1 << 20, drops = 0, same_site = 0, same_seed = 0;
+  const DropoutSpec other_site = make_dropout(0.1f, 1337, 10, 4), other_seed = make_dropout(0.1f, 1338, 9, 4);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool d = km::dropout_mult(four, uint64_t(i)) == 0.0f;
+    drops += d;
+    same_site += d == (km::dropout_mult(other_site, uint64_t(i)) == 0.0f);
+    same_seed += d == (km::dropout_mult(other_seed, uint64_t(i)) == 0.0f);
+  }
+  EXPECT_NEAR(double(drops) / double(n), 0.1, 0.003);
+  EXPECT_NEAR(double(same_site) / double(n), 0.82, 0.01);  // independent masks agree 0.9² + 0.1²
+  EXPECT_NEAR(double(same_seed) / double(n), 0.82, 0.01);
+  std::vector<float> c(size_t(T * W), 3.0f);
+  cpu::dropout(f32(c, {1, T, W}), DropoutSpec{});  // p = 0: the identity
+  for (float x : c) ASSERT_EQ(x, 3.0f);
+}
+
 TEST_F(KernelMath, CrossEntropyLossAndGradient) {
   const int64_t N = 5, Vp = 40;
   const int vocab = 37;

@@ -47,7 +47,7 @@ struct Reference {
   std::vector<float> qkv, dout, out, lse, dqkv;
 };
 
-Reference run_cpu(const Shape& s, uint64_t seed) {
+Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}) {
   const int C = s.NH * s.hd;
   Reference r;
   r.qkv = randn(size_t(s.B) * s.T * 3 * C, seed, s.input_scale);
@@ -61,21 +61,20 @@ Reference run_cpu(const Shape& s, uint64_t seed) {
   TensorView qv{r.qkv.data(), DType::f32, {s.B, s.T, 3 * C}}, ov{r.out.data(), DType::f32, {s.B, s.T, C}},
       lv{r.lse.data(), DType::f32, {s.B, s.NH, s.T}}, dov{r.dout.data(), DType::f32, {s.B, s.T, C}},
       dqv{r.dqkv.data(), DType::f32, {s.B, s.T, 3 * C}};
-  cpu::attention_forward(ov, lv, qv, s.NH, ws);
-  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws);
+  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop);
+  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop);
   return r;
 }
 
 class AttentionHost : public ::testing::TestWithParam<Shape> {};
 
-TEST_P(AttentionHost, ForwardAndBackwardMatchCpuReference) {
-  const Shape s = GetParam();
-  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd));
+void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop) {
+  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop);
   const size_t C = size_t(s.NH) * s.hd;
   const double sharp = double(s.input_scale) * s.input_scale, rtol = kRtol * sharp, atol = kAtol * sharp;
 
   std::vector<float> out(size_t(s.B) * s.T * C), lse(size_t(s.B) * s.NH * s.T);
-  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd);
+  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop);
   test::expect_close(out.data(), ref.out.data(), out.size(), atol, rtol, "out");
   test::expect_close(lse.data(), ref.lse.data(), lse.size(), atol, rtol, "lse");
 
@@ -83,11 +82,19 @@ TEST_P(AttentionHost, ForwardAndBackwardMatchCpuReference) {
   // backward reads the reference's out and lse so that only its own error is measured.
   std::vector<float> dqkv(ref.qkv.size(), std::numeric_limits<float>::quiet_NaN());
   km::attention_backward_host(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B, s.T,
-                              s.NH, s.hd);
+                              s.NH, s.hd, drop);
   // dS = P·(dP - D) cancels, so gradients get a floor relative to their largest element.
   double peak = 0;
   for (float g : ref.dqkv) peak = std::max(peak, double(std::fabs(g)));
   test::expect_close(dqkv.data(), ref.dqkv.data(), dqkv.size(), atol + 1e-6 * sharp * peak, rtol, "dqkv");
+}
+
+TEST_P(AttentionHost, ForwardAndBackwardMatchCpuReference) { expect_host_matches_cpu(GetParam(), {}); }
+
+// Attention dropout: the kernels' drivers regenerate the CPU op's masks (the same hash of
+// sample, head, query and key) in their tiled order, forward and backward.
+TEST_P(AttentionHost, WithDropoutMatchCpuReference) {
+  expect_host_matches_cpu(GetParam(), make_dropout(0.25f, 42, 7, /*first_row=*/1000));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionHost,
@@ -164,10 +171,10 @@ TEST(AttentionMath, OnlineSoftmaxState) {
   EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(4, 5)), -INFINITY);
   EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(5, 5)), 3.0f);
   float p = 1, ds = 1;
-  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, false, &p, &ds);
+  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, false, 1.0f, &p, &ds);
   EXPECT_EQ(p, 0.0f);
   EXPECT_EQ(ds, 0.0f);
-  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, true, &p, &ds);
+  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, true, 1.0f, &p, &ds);
   EXPECT_EQ(p, 1.0f);
   EXPECT_FLOAT_EQ(ds, 0.5f);
 }

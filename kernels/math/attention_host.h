@@ -35,7 +35,8 @@ struct Head {
 
 }  // namespace attention_detail
 
-inline void attention_forward_host(float* out, float* lse, const float* qkv, int B, int T, int NH, int hd) {
+inline void attention_forward_host(float* out, float* lse, const float* qkv, int B, int T, int NH, int hd,
+                                   const DropoutSpec& drop = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
   const float scale = attn_scale(hd);
@@ -60,6 +61,9 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
           float tile_sum = 0.0f;
           for (int jj = 0; jj < kAttnTile; ++jj) tile_sum += p[size_t(jj)] = softmax_weight(s[size_t(jj)], st);
           softmax_accumulate(st, tile_sum);
+          if (drop.active())  // after the sum: the softmax's denominator is the undropped one
+            for (int jj = 0; jj < kAttnTile; ++jj)
+              p[size_t(jj)] *= dropout_mult(drop, attn_dropout_index(drop, b, h, i, t * kAttnTile + jj, NH, T));
           for (auto& a : acc) a *= alpha;
           for (int jj = 0; jj < kAttnTile && t * kAttnTile + jj < T; ++jj)
             for (int d = 0; d < hd; ++d) acc[size_t(d)] += p[size_t(jj)] * x.v(t * kAttnTile + jj)[d];
@@ -73,7 +77,7 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
 }
 
 inline void attention_backward_host(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                    const float* lse, int B, int T, int NH, int hd) {
+                                    const float* lse, int B, int T, int NH, int hd, const DropoutSpec& drop = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
   const float scale = attn_scale(hd);
@@ -100,7 +104,8 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
             const int j = t * kAttnTile + jj;
             const float sc = j < T ? dot(&qs[size_t(i) * hd], x.k(j), hd) : 0.0f;
             const float dp = j < T ? dot(dy + int64_t(i) * C, x.v(j), hd) : 0.0f;
-            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j), &p[size_t(jj)], &ds[size_t(jj)]);
+            const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
+            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j), m, &p[size_t(jj)], &ds[size_t(jj)]);
           }
           for (int jj = 0; jj < kAttnTile && t * kAttnTile + jj < T; ++jj)
             for (int d = 0; d < hd; ++d) acc[size_t(d)] += ds[size_t(jj)] * x.k(t * kAttnTile + jj)[d];
@@ -118,8 +123,9 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
             const bool in = i < T;  // the kernel zero-fills queries ≥ T and masks them
             const float sc = in ? dot(x.k(j), &qs[size_t(i) * hd], hd) : 0.0f;
             const float dp = in ? dot(x.v(j), dy + int64_t(i) * C, hd) : 0.0f;
-            attn_grad_pair(sc, dp, in ? L[i] : 0.0f, in ? D[size_t(i)] : 0.0f, in && attn_visible(i, j), &p[size_t(ii)],
-                           &ds[size_t(ii)]);
+            const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
+            attn_grad_pair(sc, dp, in ? L[i] : 0.0f, in ? D[size_t(i)] : 0.0f, in && attn_visible(i, j), m,
+                           &p[size_t(ii)], &ds[size_t(ii)]);
           }
           for (int ii = 0; ii < kAttnTile && t * kAttnTile + ii < T; ++ii) {
             const int i = t * kAttnTile + ii;

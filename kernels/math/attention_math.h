@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "kernels/math/dropout_math.h"
 #include "kernels/math/hd.h"
 
 namespace strata::kernel_math {
@@ -64,10 +65,13 @@ STRATA_HD float softmax_inv(const SoftmaxState& st) { return 1.0f / st.l; }
 STRATA_HD float attn_prob(float s, float lse) { return expf(s - lse); }
 // dS_ij = P_ij·(dP_ij - D_i), dP_ij = dout_i·v_j, D_i = Σ_c dout_ic·out_ic (= Σ_j P_ij·dP_ij).
 STRATA_HD float attn_dscore(float p, float dp, float D) { return p * (dp - D); }
-// A masked pair contributes neither to dv (P = 0) nor to dq/dk (dS = 0).
-STRATA_HD void attn_grad_pair(float s, float dp, float lse, float D, bool visible, float* p, float* ds) {
-  *p = visible ? attn_prob(s, lse) : 0.0f;
-  *ds = visible ? attn_dscore(*p, dp, D) : 0.0f;
+// A masked pair contributes neither to dv (P = 0) nor to dq/dk (dS = 0). With dropout the
+// forward used P'_ij = P_ij·m_ij (m the dropout factor, 1 without): *p is P' (for dv) and
+// dS = P·(dP'·m - D), where dP' = dout_i·v_j and D = Σ_j P'·dP' = Σ_c dout·out still.
+STRATA_HD void attn_grad_pair(float s, float dp, float lse, float D, bool visible, float mult, float* p, float* ds) {
+  const float prob = visible ? attn_prob(s, lse) : 0.0f;
+  *ds = visible ? attn_dscore(prob, dp * mult, D) : 0.0f;
+  *p = prob * mult;
 }
 
 // ---- launch shapes (host arithmetic, shared by the launchers and the tests) ----

@@ -22,6 +22,7 @@
 #include "backend/buffer.h"
 #include "backend/memory_budget.h"
 #include "core/tensor.h"
+#include "kernels/math/dropout_math.h"
 #include "kernels/math/rope_math.h"
 
 namespace strata {
@@ -135,10 +136,18 @@ class Backend {
   virtual void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                                TensorView weight) = 0;
   // Causal multi-head attention. qkv[B,T,3C] -> out[B,T,C]; lse f32 [B,NH,T] saved for backward.
-  virtual void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head) = 0;
-  // dqkv[B,T,3C] (overwritten) from dout, recomputing probabilities one head at a time.
+  // With an active `drop`, each probability P_ij is multiplied by its dropout factor
+  // (kernels/math/dropout_math.h, index (row, head, i, j)) after the softmax; lse stays the
+  // undropped softmax's.
+  virtual void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
+                                 const DropoutSpec& drop = {}) = 0;
+  // dqkv[B,T,3C] (overwritten) from dout, recomputing probabilities one head at a time (and
+  // the forward's dropout masks, from the same `drop`).
   virtual void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                  int n_head) = 0;
+                                  int n_head, const DropoutSpec& drop = {}) = 0;
+  // x[B,T,W] in place times each element's dropout factor (0 or 1/(1-p), dropout_math.h):
+  // the forward on an activation, and with the same spec the backward on its gradient.
+  virtual void dropout(TensorView x, const DropoutSpec& drop) = 0;
   // tanh-approximated GELU (GPT-2)
   virtual void gelu_forward(TensorView out, TensorView inp) = 0;
   // dinp = gelu'(inp) * dout  (dinp may alias dout)

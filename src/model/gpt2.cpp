@@ -115,7 +115,12 @@ void GPT2::init_unit(int u, uint64_t seed, float* dst) const {
 
 std::string GPT2::describe() const {
   return "GPT-2 " + std::to_string(cfg_.n_layer) + " layers, d=" + std::to_string(cfg_.n_embd) + ", " +
-         std::to_string(cfg_.n_head) + " heads";
+         std::to_string(cfg_.n_head) + " heads" +
+         (cfg_.embd_pdrop > 0 || cfg_.attn_pdrop > 0 || cfg_.resid_pdrop > 0
+              ? ", dropout " + std::to_string(cfg_.embd_pdrop).substr(0, 4) + "/" +
+                    std::to_string(cfg_.attn_pdrop).substr(0, 4) + "/" + std::to_string(cfg_.resid_pdrop).substr(0, 4) +
+                    " (embd/attn/resid)"
+              : "");
 }
 
 // Calls f(offset in this layout, offset in llm.c's order, count) for every per-layer
@@ -156,6 +161,16 @@ void GPT2::export_llmc_grads(std::span<float> llmc) const {
 
 void GPT2::embed_forward(std::span<const int32_t> tokens) {
   be_.encoder_forward(encoded_, tokens, pv(GPT2Param::wte), pv(GPT2Param::wpe));
+  be_.dropout(encoded_, drop(cfg_.embd_pdrop, kEmbedSite));
+}
+
+TensorView GPT2::dropped_grad(TensorView into, float p, uint64_t site) {
+  const DropoutSpec d = drop(p, site);
+  if (!d.active()) return dresidual_;  // dresidual_ itself: it also flows on down the skip path
+  TensorView g{into.data, dresidual_.dtype, dresidual_.shape, into.tier};
+  be_.cast(g, dresidual_);
+  be_.dropout(g, d);
+  return g;
 }
 
 // Layer l from its input `residual` into `out`. A recompute (checkpointing, in backward)
@@ -166,13 +181,16 @@ void GPT2::layer_forward(int l, TensorView residual, TensorView out, bool recomp
   const int NH = cfg_.n_head;
   be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
   be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
-  be_.attention_forward(a.atty, a.lse, a.qkv, NH);
+  const uint64_t site = 4 * uint64_t(l);
+  be_.attention_forward(a.atty, a.lse, a.qkv, NH, drop(cfg_.attn_pdrop, site));
   be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
+  be_.dropout(a.attproj, drop(cfg_.resid_pdrop, site + 1));
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
   be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
   if (recompute) return;
   be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
+  be_.dropout(a.fcproj, drop(cfg_.resid_pdrop, site + 2));
   be_.residual_forward(out, a.residual2, a.fcproj);
 }
 
@@ -200,19 +218,24 @@ void GPT2::layer_backward(int l, TensorView residual) {
   using P = GPT2Param;
   LayerActs& a = acts(l);
   const int NH = cfg_.n_head;
-  be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dresidual_, a.fch_gelu, pv(P::fcprojw, l));
+  const uint64_t site = 4 * uint64_t(l);
+  // dl_btc_ is free until the MLP's up-projection writes it, dl_bt4c_ after its backward.
+  be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dropped_grad(dl_btc_, cfg_.resid_pdrop, site + 2),
+                      a.fch_gelu, pv(P::fcprojw, l));
   be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
   be_.matmul_backward(dl_btc_, gv(P::fcw, l), gv(P::fcb, l), dl_bt4c_, a.ln2, pv(P::fcw, l));
   be_.layernorm_backward(dresidual_, gv(P::ln2w, l), gv(P::ln2b, l), dl_btc_, a.residual2, pv(P::ln2w, l), a.ln2_mean,
                          a.ln2_rstd);
-  be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l), dresidual_, a.atty, pv(P::attprojw, l));
-  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH);
+  be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l),
+                      dropped_grad(dl_bt4c_, cfg_.resid_pdrop, site + 1), a.atty, pv(P::attprojw, l));
+  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site));
   be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));
   be_.layernorm_backward(dresidual_, gv(P::ln1w, l), gv(P::ln1b, l), dl_btc_, residual, pv(P::ln1w, l), a.ln1_mean,
                          a.ln1_rstd);
 }
 
 void GPT2::embed_backward() {
+  be_.dropout(dresidual_, drop(cfg_.embd_pdrop, kEmbedSite));  // its last use: masked in place
   be_.encoder_backward(gv(GPT2Param::wte), gv(GPT2Param::wpe), dresidual_, tokens());
   close_grads(0);
 }

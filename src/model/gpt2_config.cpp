@@ -67,8 +67,8 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
     else if (key == "n_inner")
       need(v.is_null() || (v.is_number_integer() && j.contains("n_embd") && v == 4 * j["n_embd"].get<int>()),
            "n_inner = 4 * n_embd");
-    // Dropout probabilities, token ids and bookkeeping do not change training here (Strata
-    // trains without dropout).
+    // Token ids and bookkeeping do not change training (the dropout probabilities are read
+    // above).
   };
   auto get_int = [&](const nlohmann::json& v, const std::string& key) {
     STRATA_CHECK(v.is_number_integer(), "model config '" + origin + "': '" + key + "' must be an integer",
@@ -88,7 +88,12 @@ GPT2Config GPT2Config::from_json_text(const std::string& text, const std::string
       c.padded_vocab_size = get_int(v, key);
     else if (key == "n_positions" || key == "max_seq_len" || key == "n_ctx")
       c.max_seq_len = get_int(v, key);
-    else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name")
+    else if (key == "embd_pdrop" || key == "attn_pdrop" || key == "resid_pdrop") {
+      STRATA_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() < 1,
+                   "model config '" + origin + "': '" + key + "' must be a probability in [0, 1)",
+                   "fix the model config (0 turns that dropout off)");
+      (key == "embd_pdrop" ? c.embd_pdrop : key == "attn_pdrop" ? c.attn_pdrop : c.resid_pdrop) = v.get<float>();
+    } else if (key == "model_type" || key == "architectures" || key == "comment" || key == "name")
       continue;
     else if (hf && hf_keys.count(key))
       check_hf(key, v);

@@ -45,6 +45,11 @@ class Model : public UnitModel {
   virtual void init_weights(uint64_t seed) = 0;
   virtual void sync_compute_params() = 0;
   virtual void forward(std::span<const int32_t> tokens) = 0;
+  // Training mode for the next forward and backward: the model's dropout (GPT-2's
+  // *_pdrop) applies, its masks drawn from (seed, the global sample number first_sample + b
+  // of batch row b, and the element) alone (kernels/math/dropout_math.h). Without this call
+  // a model runs as in evaluation, without dropout. Models without dropout ignore it.
+  virtual void set_dropout_rows(uint64_t /*seed*/, int64_t /*first_sample*/) {}
   virtual TensorView logits() const = 0;  // f32 [B, T, padded vocab]
   // One micro-batch's backward (after forward). Its mean loss over the unmasked targets,
   // times loss_weight, is added to *loss_sum: a device f64 scalar (null: not kept) that the

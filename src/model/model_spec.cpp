@@ -103,6 +103,10 @@ std::string ModelSpec::shape_json() const {
          {"vocab_size", c.vocab_size},
          {"padded_vocab_size", c.padded_vocab_size},
          {"n_positions", c.max_seq_len}};
+    // Dropout only where a model has it: the shape JSON of the others stays as it was.
+    for (const auto& [key, p] : {std::pair{"embd_pdrop", c.embd_pdrop}, std::pair{"attn_pdrop", c.attn_pdrop},
+                                 std::pair{"resid_pdrop", c.resid_pdrop}})
+      if (p > 0) j[key] = exact(p);
   }
   return j.dump();
 }
@@ -154,6 +158,9 @@ std::string ModelSpec::hf_config_json(DType dtype) const {
          {"n_ctx", c.max_seq_len},
          {"vocab_size", c.vocab_size},
          {"tie_word_embeddings", true},
+         {"embd_pdrop", exact(c.embd_pdrop)},
+         {"attn_pdrop", exact(c.attn_pdrop)},
+         {"resid_pdrop", exact(c.resid_pdrop)},
          {"torch_dtype", td}};
     // Strata's own padding, when it is not the default (Hugging Face ignores the extra key).
     if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;

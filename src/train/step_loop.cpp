@@ -64,8 +64,9 @@ StepOutcome StepLoop::run_step(int64_t step) {
   for (int micro = 0; micro < opts.grad_accum; ++micro) {
     engine.begin_micro(micro, opts.grad_accum);
     // This rank's slice of the step's global batch (the same samples for any world size).
-    run_.data->fill(first + zero::first_sample(0, run_.rank, run_.world, opts.micro_batch, opts.grad_accum, micro),
-                    opts.micro_batch, inputs_, targets_);
+    const int64_t rows = first + zero::first_sample(0, run_.rank, run_.world, opts.micro_batch, opts.grad_accum, micro);
+    run_.data->fill(rows, opts.micro_batch, inputs_, targets_);
+    model.set_dropout_rows(opts.seed, rows);  // masks by sample: the same on any world size, after a resume
     model.forward(inputs_);
     // Each micro-batch's mean loss weighs its share of the step's unmasked targets (for
     // token streams 1/(accum·world)), so the ranks' sum is the global batch's token mean.

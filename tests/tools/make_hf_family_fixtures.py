@@ -3,6 +3,9 @@
 people fine-tune, made and run by Hugging Face transformers itself, so Strata's parity is
 with the library and not with a re-implementation of it.
 
+  gpt2             GPT-2 (Conv1D weights, tied head, learned positions); its *_pdrop at 0,
+                   since Strata's dropout masks are its own (per sample), not torch's RNG
+  llama2           Llama 2: MHA, untied, no scaling
   llama31-scaled   Llama 3.1: rope_scaling llama3, GQA, untied
   llama32-tied     Llama 3.2: rope_scaling llama3, tied embeddings, explicit head_dim
   llama2-linear    Llama 2 long-context: rope_scaling linear
@@ -29,7 +32,7 @@ import os
 import struct
 
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "hf-families")
@@ -40,7 +43,12 @@ COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_lay
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 32}
 
+GPT2 = dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, embd_pdrop=0.0, attn_pdrop=0.0,
+            resid_pdrop=0.0, bos_token_id=1, eos_token_id=2)
+
 FAMILIES = {
+    "gpt2": (GPT2Config, GPT2LMHeadModel, None),
+    "llama2": (LlamaConfig, LlamaForCausalLM, dict(num_key_value_heads=4)),
     "llama31-scaled": (LlamaConfig, LlamaForCausalLM, dict(rope_theta=500000.0, rope_scaling=LLAMA3)),
     "llama32-tied": (LlamaConfig, LlamaForCausalLM,
                      dict(rope_theta=500000.0, rope_scaling=LLAMA3, tie_word_embeddings=True, head_dim=8)),
@@ -71,7 +79,7 @@ def make(name, cfg_cls, model_cls, extra):
     out = os.path.join(ROOT, name)
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(1234)
-    cfg = cfg_cls(**{**COMMON, **extra})
+    cfg = cfg_cls(**GPT2) if extra is None else cfg_cls(**{**COMMON, **extra})
     cfg._attn_implementation = "eager"
     model = model_cls(cfg).float()
     with torch.no_grad():  # biases and norms away from their 0 and 1 inits, so they matter
