@@ -289,6 +289,10 @@ PY
         echo "$fam: from_pretrained not run (no Python with torch and transformers ≥ 4.51; set STRATA_TORCH_PYTHON)"
       fi
     done
+    # A sliding window shorter than the sequence is refused before any data is read.
+    mkdir "$tmp/sw" && cp "$src/tests/fixtures/hf-families/mistral/model.safetensors" "$tmp/sw/"
+    sed 's/"sliding_window": 4096/"sliding_window": 8/' "$src/tests/fixtures/hf-families/mistral/config.json" >"$tmp/sw/config.json"
+    expect_error 1 "longer than the model's sliding_window of 8" -- train --model "$tmp/sw" --seq-len 16 --steps 1 --out "$tmp/swrun"
     echo "ok: 8 model variants train as transformers does" ;;
   gpt2_dropout)
     # GPT-2's dropout (embd/attn/resid_pdrop) with masks drawn per global sample: 1 rank with

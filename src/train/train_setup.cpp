@@ -34,6 +34,8 @@ std::string prepare_command(const std::string& model, const std::string& data) {
 std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const std::string& data_path,
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe) {
+  // A window the attention would have to apply is refused before any data is read.
+  if (spec.arch == "llama") spec.llama.check_seq_len(opts.seq_len, "model '" + model_path + "'");
   const bool jsonl = opts.data_format == "jsonl" ||
                      (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
   std::unique_ptr<SampleSource> data;
