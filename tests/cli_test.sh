@@ -289,6 +289,19 @@ PY
         echo "$fam: from_pretrained not run (no Python with torch and transformers ≥ 4.51; set STRATA_TORCH_PYTHON)"
       fi
     done
+    # The tied head (unit 0 gathered again) and Qwen3's q/k norms under ZeRO stage 3 on 2
+    # ranks: the single-rank run's losses, to the reductions' rounding.
+    for fam in llama32-tied qwen3; do
+      fx="$src/tests/fixtures/hf-families/$fam"
+      a=(train --model "$fx" --data "$fx/train.jsonl" --steps 4 --micro-batch 1 --seq-len 16 --lr 1e-3 --warmup 0 --log-every 1)
+      "$bin" "${a[@]}" --grad-accum 2 --out "$tmp/$fam-1" >/dev/null 2>&1 || fail "$fam: 1 rank"
+      mpirun --allow-run-as-root --oversubscribe -np 2 "$bin" "${a[@]}" --zero-stage 3 --out "$tmp/$fam-2" >/dev/null 2>"$tmp/err" ||
+        fail "$fam: 2 ranks, stage 3: $(tail -3 "$tmp/err")"
+      paste -d' ' <(grep -o '"loss":[^,]*' "$tmp/$fam-1/metrics.jsonl" | cut -d: -f2) \
+        <(grep -o '"loss":[^,]*' "$tmp/$fam-2/metrics.jsonl" | cut -d: -f2) |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * $2) bad = 1 } END { exit bad }' ||
+        fail "$fam: stage 3 on 2 ranks differs from 1 rank"
+    done
     # A sliding window shorter than the sequence is refused before any data is read.
     mkdir "$tmp/sw" && cp "$src/tests/fixtures/hf-families/mistral/model.safetensors" "$tmp/sw/"
     sed 's/"sliding_window": 4096/"sliding_window": 8/' "$src/tests/fixtures/hf-families/mistral/config.json" >"$tmp/sw/config.json"
