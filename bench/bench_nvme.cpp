@@ -32,31 +32,42 @@ double store_bandwidth(io::NvmeFile& f, bool write, long long bytes, long long r
   return double(bytes) / s;
 }
 
-// fio on the same file and parameters; bytes/s, or a negative number when unavailable.
+}  // namespace
+
+std::string find_fio(const std::string& fio) {
+  if (fio != "auto") return fio;
+  return std::system("command -v fio >/dev/null 2>&1") == 0 ? "fio" : "none";
+}
+
 double fio_bandwidth(const std::string& fio, const std::string& file, bool write, long long bytes, long long req,
                      int qd) {
-  const std::string cmd = fio + " --name=strata --filename=" + file + " --rw=" + (write ? "write" : "read") +
-                          " --bs=" + std::to_string(req) + " --iodepth=" + std::to_string(qd) +
+  return fio_mixed_bandwidth(fio, file, write ? 0 : 100, bytes, req, qd);
+}
+
+double fio_mixed_bandwidth(const std::string& fio, const std::string& file, int read_percent, long long bytes,
+                           long long req, int qd) {
+  const bool reads = read_percent > 0, writes = read_percent < 100;
+  const std::string rw = !writes ? "read" : !reads ? "write" : "rw --rwmixread=" + std::to_string(read_percent);
+  const std::string cmd = fio + " --name=strata --filename=" + file + " --rw=" + rw + " --bs=" + std::to_string(req) +
+                          " --iodepth=" + std::to_string(qd) +
                           " --ioengine=io_uring --direct=1 --size=" + std::to_string(bytes) +
-                          (write ? " --end_fsync=1" : "") + " --output-format=json 2>/dev/null";
+                          (writes ? " --end_fsync=1" : "") + " --output-format=json 2>/dev/null";
   std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
   if (!p) return -1;
   std::string out;
   std::array<char, 4096> b;
   while (size_t n = fread(b.data(), 1, b.size(), p.get())) out.append(b.data(), n);
   try {
-    const auto j = nlohmann::json::parse(out.substr(out.find('{')));
-    return j.at("jobs").at(0).at(write ? "write" : "read").at("bw_bytes").get<double>();
+    const auto j = nlohmann::json::parse(out.substr(out.find('{'))).at("jobs").at(0);
+    return (reads ? j.at("read").at("bw_bytes").get<double>() : 0) +
+           (writes ? j.at("write").at("bw_bytes").get<double>() : 0);
   } catch (...) {
     return -1;
   }
 }
 
-}  // namespace
-
 int run_nvme_bench(const NvmeBenchOptions& o) {
-  std::string fio = o.fio;
-  if (fio == "auto") fio = std::system("command -v fio >/dev/null 2>&1") == 0 ? "fio" : "none";
+  const std::string fio = find_fio(o.fio);
   long long max_req = 0;
   int max_qd = 0;
   for (long long r : o.request_sizes) max_req = std::max(max_req, r);

@@ -19,4 +19,14 @@ struct NvmeBenchOptions {
 
 int run_nvme_bench(const NvmeBenchOptions& o);
 
+// fio (io_uring, O_DIRECT) reading or writing `bytes` of `file` in requests of `req` bytes at
+// queue depth qd; bytes/s, or a negative number when it cannot run. fio: auto | none | path.
+double fio_bandwidth(const std::string& fio, const std::string& file, bool write, long long bytes, long long req,
+                     int qd);
+// The same with reads and writes mixed (fio --rw=rw --rwmixread=read_percent): both
+// directions' bytes over the run's time.
+double fio_mixed_bandwidth(const std::string& fio, const std::string& file, int read_percent, long long bytes,
+                           long long req, int qd);
+std::string find_fio(const std::string& fio);  // auto → fio when installed, else none
+
 }  // namespace strata::bench

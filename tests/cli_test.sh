@@ -53,6 +53,20 @@ case $case_name in
       fail "bench offload failed: $(cat "$tmp/err")"
     last=$(tail -1 "$tmp/out")
     for k in overlap step_ratio busy_s cpu_adam d2h_bytes; do grep -q "\"$k\"" <<<"$last" || fail "JSON lacks $k: $last"; done
+    # S16: on NVMe, against fio's bandwidth on the same file (when fio is installed).
+    mkdir -p "$tmp/nvme"
+    "$bin" bench offload --tier nvme --nvme-path "$tmp/nvme" --zero-stage 3 --offload-param nvme --offload-ratio 1 \
+      --model configs/gpt2-tiny-bytes.json --seq-len 16 --steps 1 --warmup 1 --fio-bytes 8MiB >"$tmp/out" 2>"$tmp/err" ||
+      fail "bench offload --tier nvme failed: $(cat "$tmp/err")"
+    last=$(tail -1 "$tmp/out")
+    for k in n2h_bytes h2n_bytes cpu_adam_ram_s cpu_adam_ratio; do grep -q "\"$k\"" <<<"$last" || fail "JSON lacks $k: $last"; done
+    if command -v fio >/dev/null; then
+      for k in drive_bound_s drive_ratio; do grep -q "\"$k\"" <<<"$last" || fail "fio present but no $k: $last"; done
+    else
+      grep -q "fio not run (not installed" "$tmp/out" || fail "no word on the missing fio: $(tail -3 "$tmp/out")"
+    fi
+    [[ -z $(ls "$tmp/nvme") ]] || fail "files left behind: $(ls "$tmp/nvme")"
+    expect_error 2 "needs --nvme-path" -- bench offload --tier nvme
     echo "ok: $(head -c 200 <<<"$last")" ;;
   train_offload)
     "$bin" train --steps 4 --zero-stage 3 --offload-optimizer cpu --offload-param cpu --activation-checkpointing \
@@ -67,6 +81,31 @@ case $case_name in
       --nvme-checksum --log-every 1 --out "$tmp/run" 2>"$tmp/err" || fail "NVMe training failed: $(cat "$tmp/err")"
     grep -q '"h2n":[1-9]' "$tmp/run/metrics.jsonl" || fail "no bytes written to NVMe: $(tail -1 "$tmp/run/metrics.jsonl")"
     [[ -z $(ls "$tmp/nvme") ]] || fail "swap files left behind: $(ls "$tmp/nvme")"
+    # S16: every step moves exactly the bytes strata plan states for the row, and the drive
+    # at most 1.15x the least it must: 2 micro-batches, and a host budget that keeps 60% of
+    # the parameters in RAM between passes (from the plan's host bytes with none and all).
+    row() { /usr/bin/python3 -c 'import json,sys; print(next(r for r in json.loads(sys.stdin.read().splitlines()[-1])["plan"]
+      if r["stage"] == 3 and r["offload"] == "nvme+param" and not r["checkpointing"])["host_bytes"])'; }
+    none=$("$bin" plan --model configs/default.json --precision bf16 --param-persistence-threshold 1000 --grad-accum 2 --host-mem 1 --json | row)
+    all=$("$bin" plan --model configs/default.json --precision bf16 --param-persistence-threshold 1000 --grad-accum 2 --json | row)
+    budget=$(/usr/bin/python3 -c "print(int($none + 0.6 * ($all - $none)))")
+    "$bin" train --steps 3 --zero-stage 3 --offload-optimizer nvme --offload-param nvme --nvme-path "$tmp/nvme" \
+      --precision bf16 --param-persistence-threshold 1000 --grad-accum 2 --host-mem "$budget" --log-every 1 --out "$tmp/run2" 2>"$tmp/err" || fail "NVMe training failed: $(cat "$tmp/err")"
+    "$bin" plan --model configs/default.json --precision bf16 --param-persistence-threshold 1000 --grad-accum 2 --host-mem "$budget" --json >"$tmp/plan" || fail "plan failed"
+    /usr/bin/python3 - "$tmp/plan" "$tmp/run2/metrics.jsonl" <<'PY' || fail "metrics.jsonl's bytes are not the plan's"
+import json, sys
+plan = json.loads(open(sys.argv[1]).read().splitlines()[-1])["plan"]
+row = next(r for r in plan if r["stage"] == 3 and r["offload"] == "nvme+param" and not r["checkpointing"])
+want = row["bytes_per_step"]
+steps = [json.loads(l) for l in open(sys.argv[2])]
+assert len(steps) == 3, steps
+for s in steps:
+    got = s["timeline"]["bytes"]
+    for k in ("d2h", "h2d", "n2h", "h2n"):
+        assert got[k] == want[k], (s["step"], k, got[k], want[k])
+assert want["n2h"] <= 1.15 * want["min_n2h"] and want["h2n"] <= 1.15 * want["min_h2n"], want
+print("bytes per step as planned:", want)
+PY
     expect_error 2 "nvme-path" -- train --zero-stage 2 --offload-optimizer nvme --steps 1
     expect_error 1 "not a directory" -- train --zero-stage 2 --offload-optimizer nvme --nvme-path /nonexistent --steps 1
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;

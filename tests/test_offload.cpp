@@ -14,6 +14,7 @@
 #include "io/nvme_store.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
+#include "train/planner.h"
 #include "train/trainer.h"
 
 namespace strata {
@@ -79,7 +80,7 @@ TrainOptions options_for(const Case& c, bool distributed) {
     o.offload_optimizer = c.optimizer;
     o.offload_param = c.param;
     o.offload_ratio = c.ratio;
-    o.speculative_step = c.speculative;
+    o.speculative_step = c.speculative ? "true" : "false";
     o.pin_buffer_count = 3;
     o.pin_buffer_size = 4096;  // chunks smaller than a bucket
     if (c.optimizer == "nvme") {
@@ -225,6 +226,56 @@ TEST(Nvme, ClippingAndOverflowOnNvme) {
   EXPECT_GT(expect_equivalent({.stage = 2, .optimizer = "nvme", .precision = DType::f16, .initial_scale_power = 24})
                 .speculative_discards,
             0);
+}
+
+// S16: with parameters and optimizer on NVMe at stage 3, every step moves exactly the bytes
+// strata plan states on each tier edge, and the drive carries at most 1.15× the least it
+// must, for host budgets from nothing to spare (every unit re-read in every pass) to
+// generous (every unit kept in RAM from its first fetch of a step to the step's end).
+TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
+  const Case c{.stage = 3, .accum = 2, .optimizer = "nvme", .param = "nvme", .precision = DType::bf16};
+  TrainOptions o = options_for(c, true);
+  o.speculative_step = "auto";  // on NVMe with clipping on: no speculation, no redone update
+  o.steps = 3, o.keep_final_params = false;
+  const ModelSpec spec = ModelSpec::load(o.model);
+  PlanInput in = plan_input_for(spec, world->size());
+  in.sub_group_size = o.sub_group_size, in.persistence_threshold = o.param_persistence_threshold;
+  in.padded_psi = padded_param_count(spec, world->size(), o.sub_group_size);
+  in.reduce_bucket = o.reduce_bucket_size, in.allgather_bucket = o.allgather_bucket_size;
+  in.pin_buffers = o.pin_buffer_count, in.pin_buffer_bytes = int64_t(o.pin_buffer_size);
+  in.micro_batch = o.micro_batch, in.seq_len = o.seq_len, in.threads = 1, in.mixed = true;
+  in.grad_accum = o.grad_accum, in.grad_clip = o.grad_clip, in.speculative_step = o.speculative_step;
+  auto row_for = [&](double host_bytes) {
+    in.host_bytes = host_bytes;
+    return *find_plan_row(make_plan(in), 3, "nvme+param", false);
+  };
+  // The host tier without the parameter cache (a budget of 1 byte keeps none) and with all of it.
+  const double none = row_for(1).host, all = row_for(0).host;
+  ASSERT_GT(all, none) << "the plan keeps no parameters in RAM even without a budget";
+  for (double f : {0.0, 0.35, 0.7, 1.0}) {
+    o.host_mem = size_t(none + f * (all - none));
+    const PlanRow row = row_for(double(o.host_mem));
+    const TrainResult r = train(o);
+    const std::string what = "host budget " + std::to_string(o.host_mem) + " (" + std::to_string(f) +
+                             " of the cache), " + std::to_string(world->size()) + " ranks";
+    EXPECT_EQ(double(r.host_high_water), row.host) << what;
+    ASSERT_EQ(r.steps.size(), 3u);
+    EXPECT_EQ(r.speculative_redos, 0) << what;
+    for (const StepRecord& s : r.steps) {
+      const StepTimeline& t = s.timeline;
+      const std::string at = what + ", step " + std::to_string(s.step);
+      EXPECT_EQ(t.n2h_bytes, row.traffic.n2h) << at;
+      EXPECT_EQ(t.h2n_bytes, row.traffic.h2n) << at;
+      EXPECT_EQ(t.h2d_bytes, row.traffic.h2d) << at;
+      EXPECT_EQ(t.d2h_bytes, row.traffic.d2h) << at;
+    }
+    EXPECT_LE(double(row.traffic.n2h), 1.15 * double(row.traffic.min_n2h)) << what;
+    EXPECT_LE(double(row.traffic.h2n), 1.15 * double(row.traffic.min_h2n)) << what;
+    // With room for every parameter, the bound is each state and parameter once each way.
+    if (f == 1.0) {
+      EXPECT_EQ(row.traffic.min_n2h, row.traffic.min_h2n) << what;
+    }
+  }
 }
 
 // Faults mid-run (single rank: another rank would wait for the failed one until the

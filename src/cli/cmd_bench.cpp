@@ -134,9 +134,16 @@ static int bench_offload_main(int argc, char** argv) {
                                                                    s(d.device_threads))(
       "host-threads", "the host's threads", s(d.host_threads))("reduce-bucket-size", "elements per gradient bucket",
                                                                s(d.reduce_bucket_size))(
-      "offload-param", "none | cpu (stage 3)", str(d.offload_param))(
+      "offload-param", "none | cpu | nvme: stage-3 parameters too, on the --tier", str(d.offload_param))(
       "offload-ratio", "fraction of the optimizer on the host", str("0.85"))(
-      "speculative-step", "true | false", str("true"))("device", "auto | cpu | cuda: the backend", str(d.device))(
+      "speculative-step", "auto | true | false (as strata train)", str(d.speculative))(
+      "device", "auto | cpu | cuda: the backend", str(d.device))(
+      "tier", "cpu | nvme: the offloaded states in host RAM, or on NVMe against fio's bandwidth", str(d.tier))(
+      "nvme-path", "--tier nvme: directory on the drive", str(""))(
+      "grad-clip", "gradient-norm clip (default: 0 in RAM, so no update is redone; 1 on NVMe, train's)", str(""))(
+      "host-mem", "the host tier's budget (default: train's)", str(""))("fio", "auto | none | path to fio", str(d.fio))(
+      "fio-bytes", "bytes fio reads and writes on the swap file's path", str("1GiB"))(
+      "baselines", "true | false: also the step on the device alone (and, with nvme, in RAM)", str("true"))(
       "h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench offload", r)) return *done;
@@ -156,8 +163,26 @@ static int bench_offload_main(int argc, char** argv) {
     b.reduce_bucket_size = parse_count(r["reduce-bucket-size"].as<std::string>(), "--reduce-bucket-size");
     b.offload_param = r["offload-param"].as<std::string>();
     b.offload_ratio = parse_double(r["offload-ratio"].as<std::string>(), "--offload-ratio");
-    b.speculative = r["speculative-step"].as<std::string>() != "false";
+    b.speculative = r["speculative-step"].as<std::string>();
+    if (b.speculative != "auto" && b.speculative != "true" && b.speculative != "false")
+      return usage_error("bench offload", "--speculative-step must be auto, true or false");
     b.device = r["device"].as<std::string>();
+    b.tier = r["tier"].as<std::string>();
+    if (b.tier != "cpu" && b.tier != "nvme") return usage_error("bench offload", "--tier must be cpu or nvme");
+    b.nvme_path = r["nvme-path"].as<std::string>();
+    if (b.tier == "nvme" && b.nvme_path.empty())
+      return usage_error("bench offload", "--tier nvme needs --nvme-path DIR (a directory on the drive)");
+    if (const std::string c = r["grad-clip"].as<std::string>(); !c.empty()) {
+      b.grad_clip = parse_double(c, "--grad-clip");
+      if (!(b.grad_clip >= 0)) return usage_error("bench offload", "--grad-clip must be 0 or more");
+    }
+    if (const std::string h = r["host-mem"].as<std::string>(); !h.empty())
+      b.host_mem = (long long)parse_bytes(h, "--host-mem");
+    b.fio = r["fio"].as<std::string>();
+    b.baselines = r["baselines"].as<std::string>() != "false";
+    b.fio_bytes = (long long)parse_bytes(r["fio-bytes"].as<std::string>(), "--fio-bytes");
+    if (b.offload_param != "none" && b.offload_param != "cpu" && b.offload_param != "nvme")
+      return usage_error("bench offload", "--offload-param must be none, cpu or nvme");
     resolve_device(b.device);
   } catch (const Error& e) {
     return usage_error("bench offload", e.what_failed());

@@ -2,6 +2,7 @@
 // for every ZeRO stage × offload choice, with an estimated step time and a recommendation.
 #include <cstdio>
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/commands.h"
@@ -15,9 +16,63 @@
 namespace strata::cli {
 
 namespace {
-constexpr const char* kSharedWithTrain[] = {
-    "micro-batch",   "seq-len", "threads", "reduce-bucket-size", "allgather-bucket-size", "param-persistence-threshold",
-    "prefetch-depth"};
+constexpr const char* kSharedWithTrain[] = {"micro-batch",
+                                            "seq-len",
+                                            "threads",
+                                            "reduce-bucket-size",
+                                            "allgather-bucket-size",
+                                            "param-persistence-threshold",
+                                            "prefetch-depth",
+                                            "grad-accum",
+                                            "grad-clip",
+                                            "speculative-step"};
+// Bytes per step over each tier edge for the offloading rows (checkpointing moves the same),
+// and the least each edge must carry (zero::StepTraffic): what metrics.jsonl's "bytes" will say.
+void print_traffic(const std::vector<PlanRow>& rows) {
+  const double GB = 1e9;
+  std::printf(
+      "\nGB per step per rank between the tiers (metrics.jsonl \"bytes\"), and the least each edge must carry\n");
+  std::printf("%-5s %-11s %8s %8s %8s %8s %8s %8s %8s %8s %10s\n", "stage", "offload", "d2h", "h2d", "n2h", "h2n",
+              "min d2h", "min h2d", "min n2h", "min h2n", "NVMe × min");
+  for (const PlanRow& p : rows) {
+    if (p.offload == "none" || p.checkpointing) continue;
+    const zero::StepTraffic& t = p.traffic;
+    char ratio[16] = "-";
+    if (t.min_n2h + t.min_h2n > 0)
+      std::snprintf(ratio, sizeof ratio, "%.4f", double(t.n2h + t.h2n) / double(t.min_n2h + t.min_h2n));
+    std::printf("%-5d %-11s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %10s\n", p.stage, p.offload.c_str(),
+                double(t.d2h) / GB, double(t.h2d) / GB, double(t.n2h) / GB, double(t.h2n) / GB, double(t.min_d2h) / GB,
+                double(t.min_h2d) / GB, double(t.min_n2h) / GB, double(t.min_h2n) / GB, ratio);
+  }
+}
+
+// --json: the rows with exact byte counts, for scripts (the tables round them).
+void print_json(const std::vector<PlanRow>& rows, int recommended) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const PlanRow& p : rows) {
+    const zero::StepTraffic& t = p.traffic;
+    out.push_back({{"stage", p.stage},
+                   {"offload", p.offload},
+                   {"checkpointing", p.checkpointing},
+                   {"device_bytes", p.device},
+                   {"host_bytes", p.host},
+                   {"nvme_bytes", p.nvme},
+                   {"fits", p.fits},
+                   {"step_s", p.step_s},
+                   {"bytes_per_step",
+                    {{"d2h", t.d2h},
+                     {"h2d", t.h2d},
+                     {"n2h", t.n2h},
+                     {"h2n", t.h2n},
+                     {"min_d2h", t.min_d2h},
+                     {"min_h2d", t.min_h2d},
+                     {"min_n2h", t.min_n2h},
+                     {"min_h2n", t.min_h2n}}}});
+  }
+  const nlohmann::json j = {{"plan", out}, {"recommended", recommended}};
+  std::printf("%s\n", j.dump().c_str());
+}
+
 }  // namespace
 
 int plan_main(int argc, char** argv) {
@@ -41,7 +96,7 @@ int plan_main(int argc, char** argv) {
       "bench",
       "a file of `strata bench` JSON lines (model, comm, nvme, adam): measured throughputs replace the "
       "defaults; flags given still win",
-      str(""))("h,help", "show this help");
+      str(""))("json", "end with one JSON line: every row, exact bytes")("h,help", "show this help");
   // The options strata train has too: declared, parsed and checked by train's registry.
   for (const char* name : kSharedWithTrain) {
     const TrainOption& d = *find_train_option(name);
@@ -73,6 +128,9 @@ int plan_main(int argc, char** argv) {
     in.allgather_bucket = shared.allgather_bucket_size;
     in.persistence_threshold = shared.param_persistence_threshold;
     in.prefetch_depth = shared.prefetch_depth;
+    in.grad_accum = int(shared.grad_accum);
+    in.grad_clip = shared.grad_clip;
+    in.speculative_step = shared.speculative_step;
     in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");
     if (in.ranks_per_node < 0 || (in.ranks_per_node > 0 && in.ranks % in.ranks_per_node != 0))
       return usage_error("plan", "--ranks-per-node must divide --ranks (or be 0: one node)");
@@ -133,10 +191,13 @@ int plan_main(int argc, char** argv) {
                 p.checkpointing ? "yes" : "no", p.params / GB, p.grads / GB, p.optim / GB, act, p.device / GB,
                 p.host / GB, p.nvme / GB, p.fits ? "yes" : "no", step);
   }
+  const bool json = r.count("json") > 0;
   if (!in.model) {
     std::printf("\n(give --model for activations, step times and a recommendation)\n");
+    if (json) print_json(rows, -1);
     return 0;
   }
+  print_traffic(rows);
   if (const std::vector<HpzRow> hpz = plan_hpz(in); !hpz.empty()) {
     const int L = in.ranks_per_node;
     std::printf(
@@ -154,6 +215,7 @@ int plan_main(int argc, char** argv) {
   const int best = recommend(rows);
   if (best < 0) {
     std::printf("\nnothing fits: add ranks, device memory, host RAM or NVMe\n");
+    if (json) print_json(rows, best);
     return 1;
   }
   const PlanRow& b = rows[size_t(best)];
@@ -162,6 +224,7 @@ int plan_main(int argc, char** argv) {
       b.offload == "none" ? "" : (" --offload-optimizer " + b.offload.substr(0, b.offload.find('+'))).c_str(),
       b.offload.ends_with("+param") ? (" --offload-param " + b.offload.substr(0, b.offload.find('+'))).c_str() : "",
       b.checkpointing ? " --activation-checkpointing" : "");
+  if (json) print_json(rows, best);
   return 0;
 }
 

@@ -310,9 +310,10 @@ std::vector<TrainOption> make_options() {
   v.push_back(real("offload-ratio", &O::offload_ratio,
                    "fraction of the optimizer offloaded (the rest stays on the device)", fraction, "must be in [0, 1]",
                    "zero_optimization.offload_optimizer.ratio"));
-  v.push_back(boolean("speculative-step", &O::speculative_step,
-                      "true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host states) "
-                      "| false"));
+  v.push_back(text("speculative-step", &O::speculative_step,
+                   "auto | true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host "
+                   "states) | false: after the norm (auto: true unless the states are on NVMe and --grad-clip is on)",
+                   {"auto", "true", "false"}));
   v.push_back(integer("pin-buffer-count", &O::pin_buffer_count, "page-locked staging buffers", 1, 4096, false,
                       "zero_optimization.offload_optimizer.buffer_count"));
   v.push_back(bytes("pin-buffer-size", &O::pin_buffer_size, "bytes per staging buffer", 4096, 1,

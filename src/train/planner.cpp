@@ -164,7 +164,8 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
         if (stage == 0 && o != "none") continue;
         if (o.ends_with("+param") && stage != 3) continue;
         if (!in.model && ckpt) continue;  // no shape: activations unknown
-        PlanRow r{stage, o, ckpt};
+        PlanRow r;
+        r.stage = stage, r.offload = o, r.checkpointing = ckpt;
         const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed);
         r.params = ms.params, r.grads = ms.grads, r.optim = ms.optim;
         double dev = 0, host = 0, nvme = 0;
@@ -176,9 +177,14 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           zo.offload_optimizer = o != "none", zo.offload_param = o.ends_with("+param"), zo.nvme = o.starts_with("nvme");
           zo.sub_group_size = in.sub_group_size, zo.param_persistence_threshold = in.persistence_threshold;
           zo.prefetch_depth = in.prefetch_depth;
+          zo.speculative_step = zero::speculative_step_for(in.speculative_step, zo.nvme, in.grad_clip);
           if (stage == 3) zo.hpz_partition_size = in.hpz_partition_size;
           const DType dt = in.mixed ? DType::bf16 : DType::f32;
-          const zero::EnginePlan f = zero::plan_engine({table, units, N, dt, zo, staging_buffer});
+          // The engine plans with what the host budget leaves after the staging buffers.
+          const double host_free = in.host_bytes > 0 ? std::max(0.0, in.host_bytes - (o != "none" ? buffers : 0)) : -1;
+          const zero::EnginePlan f = zero::plan_engine(
+              {table, units, N, dt, zo, staging_buffer, 4096, host_free < 0 ? UINT64_MAX : uint64_t(host_free)});
+          r.traffic = zero::step_traffic(f, in.grad_accum);
           const ModelStorage storage{stage < 3, false, stage == 0, ckpt, nullptr};
           const double model_bytes = double(model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, storage));
           r.activations = double(
@@ -191,13 +197,10 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           // 8Ψ with recomputation; ring volume 2Ψ or 3Ψ; offload traffic and CPU Adam).
           const double compute = in.model->training_flops_per_token(in.seq_len, ckpt) * tokens / in.device_flops;
           const double comm = N > 1 ? (stage == 3 ? 3 : 2) * psi * elem * (N - 1) / N / in.net_bw : 0;
-          double link = 0, adam = 0, disk = 0;
-          if (o != "none") {
-            link = 2 * part * elem / in.link_bw;  // gradients down, parameters up
-            adam = part * 32 / in.host_bw;        // master, m, v, grad in; master, m, v, param out
-            if (o.starts_with("nvme")) disk = 2 * 12 * part / in.nvme_bw;
-          }
-          if (o.ends_with("+param")) link += 2 * part * elem / in.link_bw;
+          const double link = double(r.traffic.d2h + r.traffic.h2d) / in.link_bw;
+          const double disk = double(r.traffic.n2h + r.traffic.h2n) / in.nvme_bw;
+          // CPU Adam: master, m, v, grad in; master, m, v, param out.
+          const double adam = o != "none" ? part * 32 / in.host_bw : 0;
           r.step_s = std::max({compute, comm, link, adam, disk});
         } else {
           // Parameters alone: the paper's model states; offload moves the f32 master, m and v

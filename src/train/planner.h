@@ -19,6 +19,7 @@
 
 #include "model/model_spec.h"
 #include "zero/defaults.h"
+#include "zero/step_traffic.h"
 
 namespace strata {
 
@@ -42,6 +43,10 @@ struct PlanInput {
   // Nodes: ranks per node (0: all on one), and stage 3's secondary partition (hpZ; 1: none).
   int ranks_per_node = 0;
   int hpz_partition_size = 1;
+  // What decides the bytes a step moves between the tiers (train's defaults).
+  int grad_accum = 1;
+  double grad_clip = 1.0;
+  std::string speculative_step = "auto";
 };
 
 struct PlanRow {
@@ -54,6 +59,9 @@ struct PlanRow {
   double scratch = 0;                       // the op scratch's upper bound within `device`
   bool fits = true;
   double step_s = 0;  // estimate (0: no model shape)
+  // Bytes per step over each tier edge (with a model): what a run's metrics.jsonl reports,
+  // but for --offload-activations, which is not a plan row.
+  zero::StepTraffic traffic;
 };
 
 // Model-state bytes per rank, as the engine allocates them.

@@ -90,7 +90,7 @@ zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec
   zo.nvme = opts.offload_optimizer == "nvme";
   zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
   zo.offload_ratio = opts.offload_ratio;
-  zo.speculative_step = opts.speculative_step;
+  zo.speculative_step = zero::speculative_step_for(opts.speculative_step, zo.nvme, opts.grad_clip);
   zo.host_threads = std::max(1, host_threads);
   return zo;
 }

@@ -84,7 +84,7 @@ struct TrainOptions {
   std::function<void(int64_t)> on_step_begin;
   std::function<void(std::span<const float>)> on_step_error;
   double offload_ratio = 1.0;
-  bool speculative_step = true;
+  std::string speculative_step = "auto";  // auto | true | false (zero::speculative_step_for)
   int pin_buffer_count = 4;
   size_t pin_buffer_size = size_t(16) << 20;
   // The CPU backend's two sides: the device's threads (ops, communication) and the host's

@@ -10,6 +10,26 @@ namespace strata::zero {
 
 namespace {
 uint64_t round64(uint64_t bytes) { return (bytes + 63) / 64 * 64; }
+// --offload-param nvme: the top of the shard, as much as the host budget left by everything
+// else holds (in whole alignment blocks, so the drive reads straight into it), stays in host
+// RAM through a step. Units' shard ranges ascend with the unit, so that is the last units of
+// forward, the first of backward, the lowest of them perhaps only in part.
+void plan_param_cache(EnginePlan& p, uint64_t host_free) {
+  const uint64_t others = p.host.host_bytes(), esz = dtype_size(p.compute);
+  const uint64_t room = host_free > others ? host_free - others : 0;
+  p.cache_room = room;
+  const int64_t align = p.layout.align(), shard = p.shard_elements();
+  const int64_t held = std::min<int64_t>(shard, int64_t(room / esz) / align * align);
+  if (held <= 0) return;
+  for (size_t u = 1; u < p.unit_groups.size(); ++u)
+    STRATA_CHECK(p.unit_groups[u - 1].empty() || p.unit_groups[u].empty() ||
+                     p.unit_shard_end(int(u) - 1) <= p.unit_shard_begin(int(u)),
+                 "the parameter cache: unit " + std::to_string(u) + "'s shard range",
+                 "this is a bug in the partition layout: units' shard ranges must ascend with the unit");
+  p.cache_lo = shard - held;
+  p.host.param_cache = uint64_t(held) * esz;
+}
+
 }  // namespace
 
 StagePolicy StagePolicy::for_stage(int stage) {
@@ -196,6 +216,18 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
     const uint64_t in_flight = std::min<uint64_t>(uint64_t(o.prefetch_depth) + 2, p.unit_groups.size());
     d.fetched = in_flight * round64(uint64_t(max_shard) * esz);
     d.persistent_staging = uint64_t(persist_shard) * esz;
+    p.unit_fetch_runs.assign(p.unit_groups.size(), {});
+    for (size_t u = 0; u < p.unit_groups.size(); ++u)
+      for (int g : p.unit_groups[u]) {
+        if (lay.sub_groups()[size_t(g)].persistent) continue;
+        const int64_t a = lay.shard_offset(g), b = a + lay.sub_groups()[size_t(g)].shard;
+        auto& runs = p.unit_fetch_runs[u];
+        if (!runs.empty() && runs.back().second == a)
+          runs.back().second = b;
+        else
+          runs.emplace_back(a, b);
+      }
+    if (o.nvme) plan_param_cache(p, in.host_free);
   }
   return p;
 }

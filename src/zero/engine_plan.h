@@ -26,6 +26,9 @@ struct EnginePlanInput {
   ZeroOptions options;
   uint64_t staging_buffer_bytes = 0;  // the tier manager's staging buffers (offload chunks)
   uint64_t nvme_block = 4096;         // the swap file's block size
+  // Host RAM the engine may use (the host tier's budget left when it plans): what its other
+  // host buffers leave of it becomes the parameter cache of --offload-param nvme.
+  uint64_t host_free = UINT64_MAX;
 };
 
 // Device buffers, in bytes (0: not allocated).
@@ -61,6 +64,21 @@ struct EnginePlan {
   std::vector<HostChunk> chunks;
   std::vector<std::vector<int>> bucket_chunks;  // per reduce bucket
   HostOptimizerSizes host;                      // zero without offload
+  // --offload-param: per unit, the shard ranges a gather needs fetched — its partitioned
+  // sub-groups' slices, adjacent ones merged (persistent ones come from their own buffer).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> unit_fetch_runs;
+  // --offload-param nvme: shard offsets [cache_lo, shard) keep their parameters in host RAM
+  // (host.param_cache bytes) from their first fetch of a step to its end, so they are read
+  // from the drive once per step, not once per pass. The last units of forward are the first
+  // of backward: the cache is the top of the shard, as much as the host budget holds.
+  int64_t cache_lo = 0;
+  uint64_t cache_room = 0;  // the host budget left for it (what the traffic's lower bound may assume)
+  // Whether a unit's fetch reaches into the cache (its last run ends above cache_lo).
+  bool unit_cached(int unit) const {
+    if (host.param_cache == 0) return false;
+    const auto& runs = unit_fetch_runs[size_t(unit)];
+    return !runs.empty() && runs.back().second > cache_lo;
+  }
 
   bool direct_grads = false;         // stages 0-1 in f32: the model writes the full gradients itself
   int64_t bucket_slot_elements = 0;  // f32 elements per bucket slot

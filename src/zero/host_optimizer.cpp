@@ -172,20 +172,24 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
       cpu::convert_from_f32(dst, compute_dtype_, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo));
     return;
   }
-  if (!keep_compute_) {  // f32 runs: the parameters are the master
-    read_master(lo, hi, static_cast<float*>(dst));
+  // From the kept parameters' committed region, or in f32 runs the master's. Straight into
+  // dst when it is block-aligned (the parameter cache), else through a per-thread aligned
+  // scratch: fetches run on the host→device stream, persistent publishes on the
+  // communication stream.
+  const uint64_t off = region(keep_compute_ ? 3 : 0, cur_) + uint64_t(lo - begin_) * esz;
+  const uint64_t want = uint64_t(hi - lo) * esz, bytes = file_->align(want);
+  const size_t block = file_->block_size();
+  if (reinterpret_cast<uintptr_t>(dst) % block == 0 && bytes == want) {
+    const io::NvmeQueue::Op op{false, off, dst, bytes};
+    queue().run({&op, 1});
     return;
   }
-  // A per-thread read straight into an aligned scratch of the caller's queue: fetches run on
-  // the host→device stream, persistent publishes on the communication stream.
   thread_local std::vector<char> scratch;
-  const size_t bytes = file_->align(uint64_t(hi - lo) * esz);
-  scratch.resize(bytes + file_->block_size());
-  char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + file_->block_size() - 1) /
-                                          file_->block_size() * file_->block_size());
-  const io::NvmeQueue::Op op{false, region(3, cur_) + uint64_t(lo - begin_) * esz, aligned, bytes};
+  scratch.resize(bytes + block);
+  char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + block - 1) / block * block);
+  const io::NvmeQueue::Op op{false, off, aligned, bytes};
   queue().run({&op, 1});
-  std::memcpy(dst, aligned, size_t(hi - lo) * esz);
+  std::memcpy(dst, aligned, size_t(want));
 }
 
 void HostOptimizer::finish_init() {

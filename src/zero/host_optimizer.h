@@ -46,7 +46,8 @@ struct HostOptimizerSizes {
   uint64_t swap = 0, bounce = 0;  // NVMe: the ring of three chunk slots; the bounce buffer
   uint64_t region[2] = {0, 0};    // NVMe: bytes of one f32 state region, of the parameters' region
   uint64_t nvme_bytes = 0;        // the swap file
-  uint64_t host_bytes() const { return grads + states + compute + swap + bounce; }
+  uint64_t param_cache = 0;       // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
+  uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache; }
 };
 // keep_compute: the 16-bit parameters live on the host too (only with a 16-bit compute
 // dtype); nvme_block: the swap file's block size (unused without nvme).

@@ -53,8 +53,10 @@ class OffloadPipeline {
   // An overflowed step: the speculative copy-out is undone.
   void skip();
   // --offload-param: compute-dtype parameters of shard [lo, hi) from the host to device
-  // memory at dst through the staging buffers, on the h2d stream.
-  void fetch_to_device(int64_t lo, int64_t hi, void* dst);
+  // memory at dst through the staging buffers, on the h2d stream. unit: the unit whose shard
+  // range holds [lo, hi) (-1: the persistent slices); the part in the parameter cache comes
+  // from there, the unit's cached range read from the drive on its first fetch of the step.
+  void fetch_to_device(int unit, int64_t lo, int64_t hi, void* dst);
   // The host side's queued work done (copies, CPU Adam); flush() also puts its NVMe writes
   // on the drive.
   void wait();
@@ -91,6 +93,11 @@ class OffloadPipeline {
   int out_slot_ = 0;
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
   std::vector<StageTask> stage_task_;             // per staging buffer
+  // --offload-param nvme: the plan's cached units' shard ranges in host RAM (at shard offset
+  // plan.cache_lo), and per unit whether this step's read into it has been enqueued.
+  Buffer param_cache_;
+  std::vector<char> cache_loaded_;
+  char* cache_at(int64_t shard_offset) const;
 };
 
 }  // namespace strata::zero

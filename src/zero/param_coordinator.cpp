@@ -158,7 +158,11 @@ void ParamCoordinator::fetch_unit(int unit) {
                  "this is a bug in the engine's plan");
   }
   fetch_off_[size_t(unit)] = off;
-  fetch_(plan_.unit_shard_begin(unit), plan_.unit_shard_end(unit), static_cast<char*>(fetch_mem_.data()) + off);
+  // Only what the gather reads: the persistent sub-groups' slices come from their own buffer.
+  char* base = static_cast<char*>(fetch_mem_.data()) + off;
+  const int64_t first = plan_.unit_shard_begin(unit);
+  for (const auto& [a, b] : plan_.unit_fetch_runs[size_t(unit)])
+    fetch_(unit, a, b, base + size_t(a - first) * dtype_size(plan_.compute));
   fetch_stream_->record(*fetched_[size_t(unit)]);
   work_.wait(*fetched_[size_t(unit)]);
 }
@@ -236,7 +240,7 @@ void ParamCoordinator::publish_persistent() {
   for (size_t g = 0; g < lay.sub_groups().size(); ++g) {
     if (plan_.persistent_offset[g] < 0 || !opts_.offload_param) continue;
     const int64_t off = lay.shard_offset(int(g)), n = lay.sub_groups()[g].shard;
-    fetch_(off, off + n, static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz);
+    fetch_(-1, off, off + n, static_cast<char*>(persist_stage_.data()) + size_t(staged) * esz);
     staged += n;
   }
   if (staged > 0) {

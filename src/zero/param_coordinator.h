@@ -28,8 +28,9 @@ struct ZeroStats;
 class ParamCoordinator {
  public:
   // Shard offsets [lo, hi) of this rank's compute-dtype parameters, from their home on the
-  // host to device memory at dst, ordered on the fetch stream (--offload-param).
-  using Fetch = std::function<void(int64_t lo, int64_t hi, void* dst)>;
+  // host to device memory at dst, ordered on the fetch stream (--offload-param). unit: the
+  // unit whose shard range it is, or -1 (the persistent slices).
+  using Fetch = std::function<void(int unit, int64_t lo, int64_t hi, void* dst)>;
   // comm: null on one rank; hpz: the group's communicator (null: no secondary partition);
   // work: the stream gathers run on (own_stream: not the compute stream itself).
   ParamCoordinator(Backend& backend, const EnginePlan& plan, const ZeroOptions& options, Communicator* comm,

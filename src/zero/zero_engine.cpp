@@ -86,7 +86,11 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   {
     EnginePlanInput in{buf_.params, {}, world_, buf_.compute_dtype, opts_, 0, 4096};
     for (int u = 0; u < units; ++u) in.unit_sizes.push_back(model.unit_count(u));
-    if (tiers_) in.staging_buffer_bytes = tiers_->staging().buffer_bytes();
+    if (tiers_) {
+      in.staging_buffer_bytes = tiers_->staging().buffer_bytes();
+      const MemoryBudget& host = tiers_->budget(Tier::host);
+      in.host_free = host.capacity() - std::min(host.used(), host.capacity());
+    }
     if (opts_.nvme)  // the swap file's regions are aligned to its file system's direct-I/O block
       in.nvme_block = io::NvmeFile(opts_.nvme_options, "strata-rank" + std::to_string(rank_) + ".swap", 1).block_size();
     plan_ = plan_engine(in);
@@ -142,7 +146,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                                                  cs(), stream_ != nullptr, stats_);
     ParamCoordinator::Fetch fetch;
     if (opts_.offload_param)
-      fetch = [this](int64_t lo, int64_t hi, void* dst) { offload_->fetch_to_device(lo, hi, dst); };
+      fetch = [this](int unit, int64_t lo, int64_t hi, void* dst) { offload_->fetch_to_device(unit, lo, hi, dst); };
     params_->attach(model, low_precision() ? shard_compute_.data() : shard_master_.data(), std::move(fetch),
                     tiers_ ? &tiers_->h2d() : nullptr);
   }

@@ -5,6 +5,7 @@
 // and for strata plan alike.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "io/nvme_store.h"
 #include "zero/defaults.h"
@@ -32,12 +33,19 @@ struct ZeroOptions {
   bool offload_optimizer = false;  // --offload-optimizer cpu
   double offload_ratio = 1.0;      // --offload-ratio
   bool offload_param = false;      // --offload-param cpu (stage 3)
-  bool speculative_step = true;    // host Adam during backward, rolled back when needed
+  bool speculative_step = true;    // host Adam during backward, rolled back when needed (resolved: see below)
   int host_threads = 1;            // CPU Adam threads on the host side
   // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
   bool nvme = false;
   io::NvmeOptions nvme_options;
 };
+
+// --speculative-step auto: speculate unless the states are on NVMe and clipping is on. A
+// clipped step (most steps of most runs, at --grad-clip 1) redoes the speculative update,
+// which in RAM costs CPU time but on NVMe reads and writes every state twice (S16).
+inline bool speculative_step_for(const std::string& mode, bool nvme, double grad_clip) {
+  return mode == "true" || (mode == "auto" && !(nvme && grad_clip > 0));
+}
 
 // Throws, naming the options and what to do, when they cannot run together on `world` ranks.
 void check_zero_options(const ZeroOptions& options, int world);
