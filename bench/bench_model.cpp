@@ -14,9 +14,10 @@
 #endif
 
 #include "backend/device.h"
+#include "bench/gemm_bound.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "model/gpt2.h"
+#include "model/model_factory.h"
 #include "model/model_spec.h"
 #include "train/trainer.h"
 #include "zero/adamw.h"
@@ -29,18 +30,19 @@ struct Measured {
   double tokens_per_s = 0, step_s = 0;
 };
 
-Measured measure_strata(const GPT2Config& cfg, const ModelBenchOptions& o, DType dtype) {
+Measured measure_strata(const ModelSpec& spec, const ModelBenchOptions& o, DType dtype) {
   const std::unique_ptr<Backend> backend = make_backend(o.device, {size_t(64) << 30, o.threads});
   Backend& be = *backend;
-  GPT2 model(be, cfg, o.micro_batch, o.seq_len, dtype);
+  const std::unique_ptr<Model> made = make_model(spec, be, o.micro_batch, o.seq_len, dtype);
+  Model& model = *made;
   model.init_weights(1);
   AdamW optim(be, model.num_params(), {});
   const std::vector<AdamW::Group> groups{{0, model.num_params(), true}};
   const size_t BT = size_t(o.micro_batch) * size_t(o.seq_len);
   std::vector<int32_t> tokens(BT), targets(BT);
   Rng rng(7);
-  for (size_t i = 0; i < BT; ++i) tokens[i] = int32_t(rng.below(uint64_t(cfg.vocab_size)));
-  for (size_t i = 0; i < BT; ++i) targets[i] = int32_t(rng.below(uint64_t(cfg.vocab_size)));
+  for (size_t i = 0; i < BT; ++i) tokens[i] = int32_t(rng.below(uint64_t(spec.vocab_size())));
+  for (size_t i = 0; i < BT; ++i) targets[i] = int32_t(rng.below(uint64_t(spec.vocab_size())));
   double best = 1e30;
   for (int s = 0; s < o.warmup + o.steps; ++s) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -89,21 +91,18 @@ bool torch_available(const std::string& python) {
 
 int run_model_bench(const ModelBenchOptions& o) {
   const std::string config_path = resolve_resource(o.model);
-  const GPT2Config cfg = GPT2Config::load(config_path);
+  const ModelSpec spec = ModelSpec::load(config_path);
   int threads = o.threads;
 #ifdef _OPENMP
   if (threads <= 0) threads = omp_get_max_threads();
 #endif
-  ModelSpec spec;
-  spec.gpt2 = cfg;
   const double fpt = spec.training_flops_per_token(o.seq_len, false);
   const bool want_peer = o.peer == "torch" || (o.peer == "auto" && torch_available(o.python));
   STRATA_CHECK(o.peer != "torch" || torch_available(o.python), "--peer torch: '" + o.python + "' cannot import torch",
                "apt-get install python3-torch libopenblas0-openmp");
-  std::printf("bench model: GPT-2 L=%d d=%d heads=%d vocab=%d, B=%d T=%d, %d threads, %.1f GFLOP/token-step\n",
-              cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.vocab_size, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
-  std::printf("%-6s %14s %12s %14s %12s %10s %14s\n", "dtype", "strata tok/s", "GFLOP/s", "torch tok/s", "GFLOP/s",
-              "ratio", "vs torch best");
+  std::printf("bench model: %s L=%d d=%d vocab=%d (%.1fM parameters), B=%d T=%d, %d threads, %.2f GFLOP/token-step\n",
+              spec.arch == "llama" ? "Llama" : "GPT-2", spec.n_layer(), spec.n_embd(), spec.vocab_size(),
+              double(spec.num_params()) * 1e-6, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
   nlohmann::json result = {{"bench", "model"},
                            {"threads", threads},
                            {"batch", o.micro_batch},
@@ -121,27 +120,33 @@ int run_model_bench(const ModelBenchOptions& o) {
     std::string name;
     Measured m;
     double peer;
+    GemmBound bound;
   };
   std::vector<Row> rows;
   double torch_best = -1;
   std::string torch_best_name, note;
   for (const std::string& name : split(o.precisions)) {
-    const Measured m = measure_strata(cfg, o, parse_dtype(name));
+    const Measured m = measure_strata(spec, o, parse_dtype(name));
+    const GemmBound bound = measure_gemm_bound(spec, o.micro_batch, o.seq_len, parse_dtype(name));
     double peer = -1;
     if (want_peer && std::find(peer_list.begin(), peer_list.end(), name) != peer_list.end()) {
       peer = measure_torch(o, config_path, name, threads, note);
       if (peer <= 0) std::printf("  torch peer (%s): %s\n", name.c_str(), note.c_str());
       if (peer > torch_best) torch_best = peer, torch_best_name = name;
     }
-    rows.push_back({name, m, peer});
+    rows.push_back({name, m, peer, bound});
   }
+  std::printf("%-6s %14s %12s %12s %10s %14s %12s %10s %14s\n", "dtype", "strata tok/s", "GFLOP/s", "bound GF/s",
+              "bound ×", "torch tok/s", "GFLOP/s", "ratio", "vs torch best");
   for (const Row& r : rows) {
     const double ratio = r.peer > 0 ? r.m.tokens_per_s / r.peer : 0;
     const double vs_best = torch_best > 0 ? r.m.tokens_per_s / torch_best : 0;
-    std::printf("%-6s %14.1f %12.1f %14.1f %12.1f %10.2f %14.2f\n", r.name.c_str(), r.m.tokens_per_s,
-                r.m.tokens_per_s * fpt * 1e-9, r.peer, r.peer > 0 ? r.peer * fpt * 1e-9 : 0.0, ratio, vs_best);
+    const double gflops = r.m.tokens_per_s * fpt * 1e-9, bound_ratio = gflops / r.bound.gflops;
+    std::printf("%-6s %14.1f %12.1f %12.1f %10.3f %14.1f %12.1f %10.2f %14.2f\n", r.name.c_str(), r.m.tokens_per_s,
+                gflops, r.bound.gflops, bound_ratio, r.peer, r.peer > 0 ? r.peer * fpt * 1e-9 : 0.0, ratio, vs_best);
     auto& j = result[r.name];
-    j = {{"tokens_per_s", r.m.tokens_per_s}, {"gflops", r.m.tokens_per_s * fpt * 1e-9}, {"step_s", r.m.step_s}};
+    j = {{"tokens_per_s", r.m.tokens_per_s}, {"gflops", gflops},           {"step_s", r.m.step_s},
+         {"bound_gflops", r.bound.gflops},   {"bound_ratio", bound_ratio}, {"bound_impl", r.bound.impl}};
     if (r.peer > 0)
       j["torch_tokens_per_s"] = r.peer, j["torch_gflops"] = r.peer * fpt * 1e-9, j["ratio_vs_torch"] = ratio;
     if (torch_best > 0) j["ratio_vs_torch_fastest"] = vs_best, j["torch_fastest"] = torch_best_name;

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "cpu/convert.h"
+#include "cpu/gemm_lowp.h"
 
 namespace strata::cpu {
 
@@ -37,6 +38,7 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOpera
           B.ld, beta, C, ldc);
     return;
   }
+  if (lowp_gemm_enabled() && lowp_gemm(M, N, K, alpha, A, B, beta, C, ldc)) return;  // both 16-bit, and the CPU computes in it
   // Panels: K in blocks of kb, N in blocks of nb. A's panel is converted once per K block.
   const int64_t kb = std::min<int64_t>(K, 256), nb = std::min<int64_t>(N, 4096);
   float* a_panel = A.dtype == DType::f32 ? nullptr : ws.get<float>(Scratch::gemm_a, size_t(M * kb));

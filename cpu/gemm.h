@@ -1,5 +1,6 @@
 // Row-major GEMM with f32 accumulation: C[M,N] = alpha·op(A)·op(B) + beta·C.
-// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; other
+// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; two 16-bit
+// operands to oneDNN's native 16-bit matmul where the CPU has one (cpu/gemm_lowp.h); other
 // inputs are converted to f32 in cache-sized panels, so no full-size copy is ever made.
 #pragma once
 #include <cstdint>

@@ -4,12 +4,11 @@
 // recomputes the probabilities of one head at a time from Q, K and the saved LSE, so no
 // B×NH×T×T tensor ever exists. Each thread holds one head's T×T block in its scratch.
 #include <cmath>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
+#include "cpu/attention_lowp.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
+#include "cpu/omp_threads.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
 
@@ -28,21 +27,6 @@ Dims dims_of(const TensorView& qkv, int n_head) {
                "qkv must be [B, T, 3C] with C divisible by the head count");
   d.hd = d.C / n_head;
   return d;
-}
-
-int thread_count() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 // Copies rows [0,T) of a head's hd columns (row stride `stride`) into dense f32, scaled.
@@ -68,6 +52,8 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
+  if (out.dtype == qkv.dtype && attention_lowp_available(qkv.dtype, T, hd, C))
+    return attention_forward_lowp(out, lse, qkv, d.B, d.NH, ws, drop);
   // Per thread: S/P [T,T] and q, k, v, o [T,hd].
   const size_t per_thread = size_t(T * T + 4 * T * hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
@@ -111,6 +97,9 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
+  if (dqkv.dtype == qkv.dtype && dout.dtype == qkv.dtype && out.dtype == qkv.dtype &&
+      attention_lowp_available(qkv.dtype, T, hd, C))
+    return attention_backward_lowp(dqkv, dout, qkv, out, lse, d.B, d.NH, ws, drop);
   // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd].
   const size_t per_thread = size_t(2 * T * T + 8 * T * hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));

@@ -1,6 +1,7 @@
 // Linear layers: out = inp · W^T + b and its backward, on top of cpu::gemm.
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
 
 namespace strata::cpu {
@@ -9,6 +10,13 @@ void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
   expect_numel(weight, OC * C, "matmul_forward", "weight");
   expect_numel(out, N * OC, "matmul_forward", "out");
+  // 16-bit operands on a CPU that computes in them: the product, the bias and the rounding
+  // in one oneDNN pass, straight into out.
+  if (lowp_gemm_enabled() && (out.dtype == DType::f32 || out.dtype == inp.dtype) &&
+      (bias.empty() || bias.dtype == weight.dtype) &&
+      lowp_gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f,
+                LowpOut{out.data, out.dtype, OC, bias.empty() ? nullptr : bias.data, bias.dtype}))
+    return;
   // Accumulate in f32: directly into out when it is f32, else into scratch then convert.
   float* acc = out.dtype == DType::f32 ? out.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * OC));
   gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f, acc, OC, ws);
@@ -38,9 +46,15 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
   // dinp[N,C] = dout[N,OC] · W[OC,C]
   if (!dinp.empty()) {
     expect_numel(dinp, N * C, "matmul_backward", "dinp");
-    float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
-    gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C, ws);
-    if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+    // 16-bit: straight into dinp, rounded once (as below, without the f32 pass).
+    const bool direct = lowp_gemm_enabled() && dinp.dtype == dout.dtype &&
+                        lowp_gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false},
+                                  {weight.data, weight.dtype, C, false}, 0.0f, LowpOut{dinp.data, dinp.dtype, C});
+    if (!direct) {
+      float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
+      gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C, ws);
+      if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+    }
   }
   // dW[OC,C] += dout^T[OC,N] · inp[N,C]
   gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f, dweight.as<float>(), C,

@@ -36,6 +36,21 @@ case $case_name in
       grep -q "\"$k\"" <<<"$last" || fail "bench adam JSON lacks $k: $last"
     done
     echo "ok: $(head -c 200 <<<"$last")" ;;
+  bench_model_smoke)
+    # S14: the step against the bound of its own GEMMs, for GPT-2 and Llama, f32 and bf16.
+    for m in configs/gpt2-tiny-bytes.json configs/llama-tiny-bytes.json; do
+      "$bin" bench model --model "$m" --micro-batch 2 --seq-len 16 --steps 1 --peer none >"$tmp/out" 2>"$tmp/err" ||
+        fail "bench model $m failed: $(cat "$tmp/err")"
+      last=$(tail -1 "$tmp/out")
+      /usr/bin/python3 - "$last" <<'PY' || fail "bench model $m: $last"
+import json, sys
+j = json.loads(sys.argv[1])
+for p in ("f32", "bf16"):
+    r = j[p]
+    assert r["bound_gflops"] > 0 and r["bound_ratio"] > 0 and r["bound_impl"], r
+PY
+    done
+    echo "ok: $(head -c 300 <<<"$last")" ;;
   bad_adam_isa) expect_error 2 "\-\-adam-isa" -- train --adam-isa sse9 ;;
   zero_options)
     expect_error 2 "\-\-reduce-bucket-size" -- train --reduce-bucket-size 1.5

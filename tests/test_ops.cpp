@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
 #include "test_util.h"
@@ -66,7 +67,27 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{false, false, DType::bf16, DType::bf16}, GemmCase{false, true, DType::bf16, DType::bf16},
                       GemmCase{true, false, DType::bf16, DType::bf16}, GemmCase{true, true, DType::bf16, DType::bf16},
                       GemmCase{false, false, DType::f32, DType::bf16}, GemmCase{true, false, DType::f32, DType::bf16},
-                      GemmCase{false, true, DType::f16, DType::f32}));
+                      GemmCase{false, true, DType::f16, DType::f32}, GemmCase{false, true, DType::f16, DType::f16},
+                      GemmCase{true, false, DType::f16, DType::f16}));
+
+// S14: 16-bit operands go to oneDNN's native kernel wherever the CPU computes in that format
+// (with STRATA_LOWP_GEMM=1, the cases above then test it: ctest's lowp.test_ops), and to
+// the f32 panels elsewhere.
+TEST(GemmLowp, NativeWhereTheCpuHasIt) {
+  const int64_t M = 64, N = 96, K = 128;
+  std::vector<uint16_t> a(size_t(M * K), 0x3f80), b(size_t(K * N), 0x3f80);  // bf16 ones
+  std::vector<float> c(size_t(M * N), 0.0f);
+  std::string impl;
+  const bool native = cpu::lowp_gemm(M, N, K, 1.0f, {a.data(), DType::bf16, K, false},
+                                     {b.data(), DType::bf16, N, false}, 0.0f, c.data(), N, &impl);
+  const bool has = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  std::printf("bf16 GEMM: %s (%s)\n", native ? "native" : "f32 panels", impl.c_str());
+  EXPECT_EQ(native, has) << "oneDNN's choice: " << impl;
+  if (native) {
+    EXPECT_EQ(c[0], float(K));
+    EXPECT_EQ(c.back(), float(K));
+  }
+}
 
 // Naive attention: full T×T softmax per head, in double.
 void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH) {
@@ -126,6 +147,39 @@ TEST(Attention, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
     fd[i] = float((lp - lm) / 2e-3);
   }
   test::expect_close(dqkv.data(), fd.data(), fd.size(), 1e-4, 1e-3, "attention dqkv");
+}
+
+// S14: in bf16 (with STRATA_LOWP_GEMM=1, native GEMMs where the CPU has them) attention agrees with the f32 op on
+// the same rounded inputs, forward and backward, within what rounding P and dS to bf16 costs.
+TEST(Attention, Bf16AgreesWithF32) {
+  const int B = 2, T = 40, C = 64, NH = 2;
+  auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
+  for (auto* v : {&qkv, &w})
+    for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));
+  std::vector<bf16> qh(qkv.size()), wh(w.size()), oh(w.size()), dh(qkv.size());
+  for (size_t i = 0; i < qkv.size(); ++i) qh[i] = from_f32<bf16>(qkv[i]);
+  for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
+  std::vector<float> out(w.size()), lse(size_t(B * NH * T)), lse_h(lse.size()), dqkv(qkv.size());
+  cpu::CpuBackend be({size_t(64) << 20, 0});
+  be.attention_forward({out.data(), DType::f32, {B, T, C}}, {lse.data(), DType::f32, {B, NH, T}},
+                       {qkv.data(), DType::f32, {B, T, 3 * C}}, NH);
+  be.attention_forward({oh.data(), DType::bf16, {B, T, C}}, {lse_h.data(), DType::f32, {B, NH, T}},
+                       {qh.data(), DType::bf16, {B, T, 3 * C}}, NH);
+  std::vector<float> of(oh.size());
+  for (size_t i = 0; i < oh.size(); ++i) of[i] = to_f32(oh[i]);
+  test::expect_close(of.data(), out.data(), out.size(), 2e-2, 2e-2, "bf16 attention out");
+  test::expect_close(lse_h.data(), lse.data(), lse.size(), 1e-2, 1e-3, "bf16 attention lse");
+  // Backward from the same (bf16) forward output for both.
+  std::vector<float> o_round(of);
+  be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}},
+                        {qkv.data(), DType::f32, {B, T, 3 * C}}, {o_round.data(), DType::f32, {B, T, C}},
+                        {lse_h.data(), DType::f32, {B, NH, T}}, NH);
+  be.attention_backward({dh.data(), DType::bf16, {B, T, 3 * C}}, {wh.data(), DType::bf16, {B, T, C}},
+                        {qh.data(), DType::bf16, {B, T, 3 * C}}, {oh.data(), DType::bf16, {B, T, C}},
+                        {lse_h.data(), DType::f32, {B, NH, T}}, NH);
+  std::vector<float> df(dh.size());
+  for (size_t i = 0; i < dh.size(); ++i) df[i] = to_f32(dh[i]);
+  test::expect_close(df.data(), dqkv.data(), dqkv.size(), 3e-2, 3e-2, "bf16 attention dqkv");
 }
 
 TEST(CrossEntropy, MaskedAndPaddedColumns) {

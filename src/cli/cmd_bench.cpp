@@ -20,7 +20,9 @@ namespace strata::cli {
 
 static int bench_model_main(int argc, char** argv) {
   const bench::ModelBenchOptions d;
-  cxxopts::Options o("strata bench model", "Training-step throughput of a GPT-2 model against PyTorch on this CPU.");
+  cxxopts::Options o("strata bench model",
+                     "Training-step throughput of a GPT-2 or Llama model against PyTorch on this CPU, and against the "
+                     "bound of its own GEMMs.");
   auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
   auto str = [](const std::string& v) { return cxxopts::value<std::string>()->default_value(v); };
   o.add_options()("model", "model config", str(d.model))("micro-batch", "sequences per step", s(d.micro_batch))(

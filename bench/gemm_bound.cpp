@@ -1,0 +1,84 @@
+#include "bench/gemm_bound.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "cpu/convert.h"
+#include "cpu/gemm.h"
+#include "cpu/gemm_lowp.h"
+
+namespace strata::bench {
+
+namespace {
+
+struct Linear {
+  int64_t in, out;
+  int count;  // per step
+};
+
+// The model's linear layers, as its ops call them (fused q|k|v, fused gate|up).
+std::vector<Linear> linears(const ModelSpec& s) {
+  const int L = s.n_layer();
+  const int64_t C = s.n_embd(), V = s.padded_vocab_size();
+  if (s.arch == "llama") {
+    const LlamaConfig& l = s.llama;
+    const int64_t qkv = l.q_dim() + 2 * int64_t(l.n_kv_head) * l.head_dim();
+    return {{C, qkv, L}, {l.q_dim(), C, L}, {C, 2 * int64_t(l.intermediate), L}, {l.intermediate, C, L}, {C, V, 1}};
+  }
+  return {{C, 3 * C, L}, {C, C, L}, {C, 4 * C, L}, {4 * C, C, L}, {C, V, 1}};
+}
+
+struct Shape {
+  int64_t M, N, K;
+  bool ta, tb;
+  float beta;
+  int count;
+};
+
+}  // namespace
+
+GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DType dtype, int reps) {
+  const int64_t BT = int64_t(batch) * seq_len;
+  std::vector<Shape> shapes;
+  for (const Linear& l : linears(spec)) {
+    shapes.push_back({BT, l.out, l.in, false, true, 0.0f, l.count});   // y = x·Wᵀ
+    shapes.push_back({BT, l.in, l.out, false, false, 0.0f, l.count});  // dx = dy·W
+    shapes.push_back({l.out, l.in, BT, true, false, 1.0f, l.count});   // dW += dyᵀ·x
+  }
+  size_t most = 0;
+  for (const Shape& s : shapes) most = std::max({most, size_t(s.M * s.K), size_t(s.K * s.N), size_t(s.M * s.N)});
+  std::vector<float> a(most, 0.01f), b(most, 0.02f), c(most, 0.0f);
+  std::vector<uint16_t> a16(most), b16(most);
+  const bool low = dtype != DType::f32;
+  if (low) {
+    cpu::convert_from_f32(a16.data(), dtype, a.data(), most);
+    cpu::convert_from_f32(b16.data(), dtype, b.data(), most);
+  }
+  GemmBound r;
+  double seconds = 0, largest = 0;
+  for (const Shape& s : shapes) {
+    const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    double best = 1e30;
+    std::string impl = "sgemm";
+    for (int k = 0; k < reps + 1; ++k) {  // the first call makes the primitive
+      const auto t0 = std::chrono::steady_clock::now();
+      const bool native = low && cpu::lowp_gemm(s.M, s.N, s.K, 1.0f, {a16.data(), dtype, lda, s.ta},
+                                                {b16.data(), dtype, ldb, s.tb}, s.beta, c.data(), s.N, &impl);
+      if (!native) {
+        if (low) impl = "sgemm on f32 (no native " + std::string(dtype_name(dtype)) + ": " + impl + ")";
+        cpu::sgemm(s.ta, s.tb, s.M, s.N, s.K, 1.0f, a.data(), lda, b.data(), ldb, s.beta, c.data(), s.N);
+      }
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (k > 0) best = std::min(best, dt);
+    }
+    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+    seconds += s.count * best;
+    r.flops_per_step += s.count * flops;
+    if (flops > largest) largest = flops, r.impl = impl;
+  }
+  r.gflops = r.flops_per_step / seconds * 1e-9;
+  return r;
+}
+
+}  // namespace strata::bench

@@ -1,0 +1,21 @@
+// The bound `strata bench model` holds a training step to (S14): the step's own linear-layer
+// GEMMs — forward, and backward's input and weight gradients, for every layer and the head —
+// timed alone through oneDNN in the step's precision (its native 16-bit matmul where the CPU
+// has one, else its f32 sgemm on the widened operands), in the same run as the step.
+#pragma once
+#include <string>
+
+#include "core/dtype.h"
+#include "model/model_spec.h"
+
+namespace strata::bench {
+
+struct GemmBound {
+  double gflops = 0;          // the GEMMs' FLOPs ÷ their best time
+  double flops_per_step = 0;  // the GEMMs' FLOPs in one step
+  std::string impl;           // oneDNN's implementation of the largest GEMM
+};
+
+GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DType dtype, int reps = 3);
+
+}  // namespace strata::bench
