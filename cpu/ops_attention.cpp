@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cpu/attention_lowp.h"
+#include "cpu/attention_rows.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "cpu/omp_threads.h"
@@ -72,19 +73,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
       gather_head(k, base + C, T, hd, 3 * C);
       gather_head(v, base + 2 * C, T, hd, 3 * C);
       sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, S, T);  // S = q·k^T (scaled)
-      float* lrow = L + bh * T;
-      for (int64_t t = 0; t < T; ++t) {
-        float* s = S + t * T;
-        const float mx = simd::row_max(s, t + 1);
-        const float sum = simd::exp_shift_sum(s, t + 1, mx);
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
-        for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
-        lrow[t] = mx + std::log(sum);
-        if (drop.active())  // after the softmax: lse is the undropped one's
-          for (int64_t j = 0; j <= t; ++j)
-            s[j] *= kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, d.NH, T));
-      }
+      causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH);
       sgemm(false, false, T, hd, T, 1.0f, S, T, v, hd, 0.0f, o, hd);  // o = P·v
       scatter_head(y + b * T * C + h * hd, o, T, hd, C);
     }
@@ -134,18 +123,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       for (int64_t t = 0; t < T; ++t) {
         float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
-        float* ds = dP + t * T;
-        float* p = P + t * T;
-        if (drop.active()) {  // P' = P·m: dP = dP'·m, and dv below takes P'
-          for (int64_t j = 0; j <= t; ++j) {
-            const float m = kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, d.NH, T));
-            ds[j] = p[j] * (ds[j] * m - D);
-            p[j] *= m;
-          }
-        } else {
-          for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
-        }
-        for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
+        softmax_backward_row(dP + t * T, P + t * T, D, t, T, drop, b, h, d.NH);  // dv below takes P'
       }
       sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);    // dv = P'^T·dO
       sgemm(false, false, T, hd, T, scale, dP, T, k, hd, 0.0f, dq, hd);  // dq = dS·k·scale

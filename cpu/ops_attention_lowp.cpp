@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/attention_lowp.h"
+#include "cpu/attention_rows.h"
 #include "cpu/convert.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/omp_threads.h"
@@ -78,19 +79,7 @@ void attention_forward_lowp(TensorView out, TensorView lse, TensorView qkv, int6
     void* P16 = S + T * T;
     const char* q = x + size_t(b * T * 3 * C + h * hd) * esz;
     mm(T, T, hd, scale, {q, t, 3 * C, false}, {q + size_t(C) * esz, t, 3 * C, true}, S, DType::f32, T);
-    float* lrow = L + bh * T;
-    for (int64_t r = 0; r < T; ++r) {
-      float* s = S + r * T;
-      const float mx = simd::row_max(s, r + 1);
-      const float sum = simd::exp_shift_sum(s, r + 1, mx);
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j <= r; ++j) s[j] *= inv;
-      for (int64_t j = r + 1; j < T; ++j) s[j] = 0;
-      lrow[r] = mx + std::log(sum);
-      if (drop.active())
-        for (int64_t j = 0; j <= r; ++j)
-          s[j] *= kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, r, j, NH, T));
-    }
+    causal_softmax_rows(S, L + bh * T, T, drop, b, h, NH);
     convert_from_f32(P16, t, S, size_t(T * T));
     mm(T, hd, T, 1.0f, {P16, t, T, false}, {q + size_t(2 * C) * esz, t, 3 * C, false},
        y + size_t(b * T * C + h * hd) * esz, t, C);
@@ -135,18 +124,7 @@ void attention_backward_lowp(TensorView dqkv, TensorView dout, TensorView qkv, T
       convert_to_f32(do_row, dO + size_t(r * C) * esz, t, size_t(hd));
       float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row r
       for (int64_t i = 0; i < hd; ++i) D += do_row[i] * o_row[i];
-      float* ds = dP + r * T;
-      float* p = P + r * T;
-      if (drop.active()) {  // P' = P·m: dP = dP'·m, and dv below takes P'
-        for (int64_t j = 0; j <= r; ++j) {
-          const float m = kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, r, j, NH, T));
-          ds[j] = p[j] * (ds[j] * m - D);
-          p[j] *= m;
-        }
-      } else {
-        for (int64_t j = 0; j <= r; ++j) ds[j] = p[j] * (ds[j] - D);
-      }
-      for (int64_t j = r + 1; j < T; ++j) ds[j] = 0;
+      softmax_backward_row(dP + r * T, P + r * T, D, r, T, drop, b, h, NH);  // dv below takes P'
     }
     convert_from_f32(P16, t, P, size_t(T * T));
     convert_from_f32(dS16, t, dP, size_t(T * T));

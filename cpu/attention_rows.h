@@ -1,0 +1,47 @@
+// The row work both CPU attentions share (ops_attention.cpp in f32, ops_attention_lowp.cpp
+// on native 16-bit GEMMs): the causal softmax of one head's scores with its log-sum-exp and
+// dropout mask, and the softmax's backward.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "cpu/simd.h"
+#include "kernels/math/dropout_math.h"
+
+namespace strata::cpu {
+
+// S [T,T] scores → probabilities in place (zero above the diagonal), lse per row; with
+// dropout the kept probabilities are scaled after the softmax (lse is the undropped one's).
+inline void causal_softmax_rows(float* S, float* lse, int64_t T, const DropoutSpec& drop, int64_t b, int64_t h,
+                                int64_t NH) {
+  for (int64_t t = 0; t < T; ++t) {
+    float* s = S + t * T;
+    const float mx = simd::row_max(s, t + 1);
+    const float sum = simd::exp_shift_sum(s, t + 1, mx);
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
+    for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
+    lse[t] = mx + std::log(sum);
+    if (drop.active())
+      for (int64_t j = 0; j <= t; ++j)
+        s[j] *= kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T));
+  }
+}
+
+// Row t of the softmax's backward: ds = P ∘ (dP' − D) with D = Σ dO·O, P' = P·m under
+// dropout (dP = dP'·m, and P becomes P' for dv), zero above the diagonal.
+inline void softmax_backward_row(float* ds, float* p, float D, int64_t t, int64_t T, const DropoutSpec& drop, int64_t b,
+                                 int64_t h, int64_t NH) {
+  if (drop.active()) {
+    for (int64_t j = 0; j <= t; ++j) {
+      const float m = kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T));
+      ds[j] = p[j] * (ds[j] * m - D);
+      p[j] *= m;
+    }
+  } else {
+    for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
+  }
+  for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
+}
+
+}  // namespace strata::cpu
