@@ -1,5 +1,6 @@
 // `strata bench model`: throughput of a full training step (forward, backward, AdamW) for a
-// GPT-2-small-shaped model, in f32 and bf16, against PyTorch measured in the same run.
+// GPT-2 or Llama config (GPT-2 small by default), in f32 and bf16, against PyTorch measured in
+// the same run, and against the bound of the step's own GEMMs timed alone (gemm_bound.h).
 #pragma once
 #include <string>
 
