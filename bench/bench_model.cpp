@@ -17,6 +17,8 @@
 #include "bench/gemm_bound.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "cpu/gemm_bf16.h"
+#include "cpu/gemm_lowp.h"
 #include "model/model_factory.h"
 #include "model/model_spec.h"
 #include "train/trainer.h"
@@ -115,6 +117,18 @@ int run_model_bench(const ModelBenchOptions& o) {
       if (pos) out.push_back(s.substr(0, pos));
     return out;
   };
+  // Which path 16-bit GEMMs take on this CPU, and why (cpu/gemm_lowp.h).
+  const char* path = cpu::lowp_gemm_mode() == cpu::LowpGemm::strata   ? "strata"
+                     : cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn ? "onednn"
+                                                                      : "panels";
+  result["gemm_path_16bit"] = path;
+  if (cpu::gemm_bf16_supported()) {
+    result["bf16_dot_speedup"] = cpu::bf16_dot_speedup();
+    std::printf("16-bit GEMMs: %s (AVX512-BF16's dot products at %.2f× the f32 multiply-add rate)\n", path,
+                double(result["bf16_dot_speedup"]));
+  } else {
+    std::printf("16-bit GEMMs: %s (no AVX512-BF16)\n", path);
+  }
   const auto peer_list = split(o.peer_precisions);
   struct Row {
     std::string name;

@@ -1,7 +1,8 @@
 // The bound `strata bench model` holds a training step to (S14): the step's own linear-layer
 // GEMMs — forward, and backward's input and weight gradients, for every layer and the head —
-// timed alone through oneDNN in the step's precision (its native 16-bit matmul where the CPU
-// has one, else its f32 sgemm on the widened operands), in the same run as the step.
+// timed alone through oneDNN in the step's precision — the faster of its native 16-bit matmul
+// (where the CPU has one) and its f32 sgemm on the widened operands, shape by shape, as the
+// step too takes the faster path — in the same run as the step.
 #pragma once
 #include <string>
 

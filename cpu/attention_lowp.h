@@ -1,5 +1,5 @@
-// Attention with its GEMMs on native 16-bit kernels (ops_attention_lowp.cpp), for the
-// 16-bit activations of a CPU that computes in them; ops_attention.cpp calls it when
+// Attention with its GEMMs on Strata's bf16 kernel (ops_attention_lowp.cpp), for bf16
+// activations on a CPU with AVX512-BF16; ops_attention.cpp calls it when
 // attention_lowp_available says so, and keeps its f32 path for everything else.
 #pragma once
 #include <cstdint>
@@ -8,9 +8,9 @@
 
 namespace strata::cpu {
 
-// bf16/f16 with native GEMMs for heads of T rows and hd columns in activations C wide (and
-// STRATA_LOWP_GEMM on).
-bool attention_lowp_available(DType t, int64_t T, int64_t hd, int64_t C);
+// bf16 heads of hd ≤ 512 columns, where 16-bit GEMMs take Strata's kernel (lowp_gemm_mode()
+// strata, or onednn on a CPU where the kernel pays).
+bool attention_lowp_available(DType t, int64_t hd);
 
 void attention_forward_lowp(TensorView out, TensorView lse, TensorView qkv, int64_t B, int64_t NH, Workspace& ws,
                             const DropoutSpec& drop);

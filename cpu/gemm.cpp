@@ -6,7 +6,9 @@
 
 #include "core/error.h"
 #include "cpu/convert.h"
+#include "cpu/gemm_bf16.h"
 #include "cpu/gemm_lowp.h"
+#include "cpu/omp_threads.h"
 
 namespace strata::cpu {
 
@@ -31,6 +33,23 @@ static void convert_block(float* dst, const GemmOperand& x, int64_t r0, int64_t 
   }
 }
 
+bool gemm_native(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
+                 const LowpOut& C, Workspace& ws) {
+  switch (lowp_gemm_mode()) {
+    case LowpGemm::off:
+      return false;
+    case LowpGemm::onednn:
+      return lowp_gemm(M, N, K, alpha, A, B, beta, C);
+    case LowpGemm::strata:
+      break;
+  }
+  if (!gemm_bf16_accepts(A, B, beta, C)) return false;
+  const int threads = thread_count();
+  void* scratch = ws.get(Scratch::gemm_a, gemm_bf16_scratch_bytes(M, N, K, A.dtype, C.dtype, threads));
+  gemm_bf16(M, N, K, alpha, A, B, beta, C, scratch, threads);
+  return true;
+}
+
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,
           Workspace& ws) {
   if (A.dtype == DType::f32 && B.dtype == DType::f32) {
@@ -38,7 +57,7 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOpera
           B.ld, beta, C, ldc);
     return;
   }
-  if (lowp_gemm_enabled() && lowp_gemm(M, N, K, alpha, A, B, beta, C, ldc)) return;  // both 16-bit, and the CPU computes in it
+  if (gemm_native(M, N, K, alpha, A, B, beta, LowpOut{C, DType::f32, ldc}, ws)) return;
   // Panels: K in blocks of kb, N in blocks of nb. A's panel is converted once per K block.
   const int64_t kb = std::min<int64_t>(K, 256), nb = std::min<int64_t>(N, 4096);
   float* a_panel = A.dtype == DType::f32 ? nullptr : ws.get<float>(Scratch::gemm_a, size_t(M * kb));

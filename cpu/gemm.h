@@ -1,7 +1,7 @@
 // Row-major GEMM with f32 accumulation: C[M,N] = alpha·op(A)·op(B) + beta·C.
-// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; two 16-bit
-// operands to oneDNN's native 16-bit matmul where the CPU has one (cpu/gemm_lowp.h); other
-// inputs are converted to f32 in cache-sized panels, so no full-size copy is ever made.
+// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; a bf16 B
+// with a bf16 or f32 A to the native path where the CPU has one (gemm_native); other inputs
+// are converted to f32 in cache-sized panels, so no full-size copy is ever made.
 #pragma once
 #include <cstdint>
 
@@ -17,8 +17,25 @@ struct GemmOperand {
   bool trans;  // op(X) = X^T
 };
 
+// A 16-bit GEMM's output: f32, or the operands' 16-bit type (rounded once from the f32 sum),
+// and an optional bias per column (f32 or that type) added before the rounding — the linear
+// layer's whole forward in one pass.
+struct LowpOut {
+  void* data;
+  DType dtype;
+  int64_t ld;
+  const void* bias = nullptr;
+  DType bias_dtype = DType::f32;
+};
+
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,
           Workspace& ws);
+
+// The same on the native 16-bit path chosen at run time (cpu/gemm_lowp.h's lowp_gemm_mode),
+// with a fused output; false when that path does not take these operands (the caller then
+// uses gemm and converts).
+bool gemm_native(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
+                 const LowpOut& C, Workspace& ws);
 
 // Thin checked wrapper over dnnl_sgemm.
 void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "cpu/gemm_bf16.h"
 
 namespace strata::cpu {
 
@@ -93,12 +94,18 @@ Entry make_entry(const Key& k, DType t) {
 
 }  // namespace
 
-bool lowp_gemm_enabled() {
-  static const bool on = [] {
+LowpGemm lowp_gemm_mode() {
+  static const LowpGemm mode = [] {
     const char* v = std::getenv("STRATA_LOWP_GEMM");
-    return v && std::strcmp(v, "1") == 0;
+    const std::string s = v ? v : "auto";
+    if (s == "off" || s == "0") return LowpGemm::off;
+    if (s == "onednn" || s == "1") return LowpGemm::onednn;
+    if (s != "auto" && s != "strata")
+      throw_error("STRATA_LOWP_GEMM=" + s + " is not a choice", "set it to auto, strata, onednn or off");
+    if (s == "strata") return gemm_bf16_supported() ? LowpGemm::strata : LowpGemm::off;
+    return gemm_bf16_pays() ? LowpGemm::strata : LowpGemm::off;
   }();
-  return on;
+  return mode;
 }
 
 bool lowp_gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
@@ -142,7 +149,7 @@ bool lowp_gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
   STRATA_CHECK(st == dnnl_success,
                "oneDNN matmul (" + e.impl + ", M=" + std::to_string(M) + ", N=" + std::to_string(N) +
                    ", K=" + std::to_string(K) + ") failed with status " + std::to_string(int(st)),
-               "set STRATA_LOWP_GEMM=0 to use the f32 path, and report this");
+               "set STRATA_LOWP_GEMM=off to use the f32 path, and report this");
   return true;
 }
 

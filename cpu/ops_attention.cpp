@@ -53,7 +53,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
-  if (out.dtype == qkv.dtype && attention_lowp_available(qkv.dtype, T, hd, C))
+  if (out.dtype == qkv.dtype && attention_lowp_available(qkv.dtype, hd))
     return attention_forward_lowp(out, lse, qkv, d.B, d.NH, ws, drop);
   // Per thread: S/P [T,T] and q, k, v, o [T,hd].
   const size_t per_thread = size_t(T * T + 4 * T * hd);
@@ -87,7 +87,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
   if (dqkv.dtype == qkv.dtype && dout.dtype == qkv.dtype && out.dtype == qkv.dtype &&
-      attention_lowp_available(qkv.dtype, T, hd, C))
+      attention_lowp_available(qkv.dtype, hd))
     return attention_backward_lowp(dqkv, dout, qkv, out, lse, d.B, d.NH, ws, drop);
   // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd].
   const size_t per_thread = size_t(2 * T * T + 8 * T * hd);

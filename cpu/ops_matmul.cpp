@@ -1,7 +1,6 @@
 // Linear layers: out = inp · W^T + b and its backward, on top of cpu::gemm.
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
-#include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
 
 namespace strata::cpu {
@@ -12,10 +11,10 @@ void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
   expect_numel(out, N * OC, "matmul_forward", "out");
   // 16-bit operands on a CPU that computes in them: the product, the bias and the rounding
   // in one oneDNN pass, straight into out.
-  if (lowp_gemm_enabled() && (out.dtype == DType::f32 || out.dtype == inp.dtype) &&
+  if (inp.dtype != DType::f32 && (out.dtype == DType::f32 || out.dtype == inp.dtype) &&
       (bias.empty() || bias.dtype == weight.dtype) &&
-      lowp_gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f,
-                LowpOut{out.data, out.dtype, OC, bias.empty() ? nullptr : bias.data, bias.dtype}))
+      gemm_native(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f,
+                  LowpOut{out.data, out.dtype, OC, bias.empty() ? nullptr : bias.data, bias.dtype}, ws))
     return;
   // Accumulate in f32: directly into out when it is f32, else into scratch then convert.
   float* acc = out.dtype == DType::f32 ? out.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * OC));
@@ -47,9 +46,9 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
   if (!dinp.empty()) {
     expect_numel(dinp, N * C, "matmul_backward", "dinp");
     // 16-bit: straight into dinp, rounded once (as below, without the f32 pass).
-    const bool direct = lowp_gemm_enabled() && dinp.dtype == dout.dtype &&
-                        lowp_gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false},
-                                  {weight.data, weight.dtype, C, false}, 0.0f, LowpOut{dinp.data, dinp.dtype, C});
+    const bool direct = dinp.dtype == dout.dtype && dout.dtype != DType::f32 &&
+                        gemm_native(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false},
+                                    {weight.data, weight.dtype, C, false}, 0.0f, LowpOut{dinp.data, dinp.dtype, C}, ws);
     if (!direct) {
       float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
       gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C, ws);

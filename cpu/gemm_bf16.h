@@ -1,0 +1,58 @@
+// Strata's own bf16 GEMM on AVX512-BF16's dot-product instruction (S14): C = alpha·op(A)·op(B)
+// + beta·C with f32 accumulation, where op(B) is bf16 and op(A) is bf16 or f32. An f32 A is
+// split into two bf16 halves, hi = bf16(a) and lo = bf16(a − hi), paired against B twice, so
+// hi·b + lo·b keeps a to ~2⁻¹⁷ relative: attention's probabilities and dS stay at f32
+// quality while their GEMMs still run on the bf16 units (at the f32 rate, twice the work).
+//
+// Blocked as BLIS/GotoBLAS do: B in K×4096 blocks packed into 32-column micro-panels of bf16
+// pairs, A in 192-row blocks packed into 12-row micro-panels, a 12×32 register tile of f32
+// accumulators fed by vdpbf16ps with A's pairs broadcast. Every layout (either operand
+// transposed, any leading dimension) is handled by the packing; the epilogue adds the bias,
+// applies alpha and beta, and writes f32 or bf16 (rounded once, to nearest even) with masked
+// edges. All memory comes from the caller's scratch: nothing is allocated per call, which is
+// why it replaces oneDNN's matmul primitive (that one allocates its argument map on every
+// execution) as the default on CPUs with AVX512-BF16.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/gemm.h"
+
+namespace strata::cpu {
+
+// The CPU has AVX512-BF16 (and AVX512-BW/VL), and the OS saves the AVX-512 state.
+bool gemm_bf16_supported();
+
+// How many times the f32 multiply-add rate this CPU's bf16 dot products reach, measured once
+// (a few ms) on register-only loops: ~2 where each vdpbf16ps issues at the vfmadd231ps rate
+// (AMD Zen 4 and 5), ~0.5 where it issues at half of it on one port (Intel Sapphire Rapids
+// without AMX seen here). Only where gemm_bf16_supported().
+double bf16_dot_speedup();
+
+// gemm_bf16_supported() and bf16_dot_speedup() ≥ 1.3: the bf16 kernel beats the f32 panels.
+// The two rates differ ~4× between the kinds of CPU, so timing noise cannot flip the choice
+// (and with it the rounding of a resumed run).
+bool gemm_bf16_pays();
+
+// Whether gemm_bf16 computes this call: B bf16; A bf16 or f32; the output f32, or bf16 with
+// beta 0; a bias f32 or bf16.
+bool gemm_bf16_accepts(const GemmOperand& A, const GemmOperand& B, float beta, const LowpOut& C);
+
+// Scratch bytes one call needs with `threads` threads (1: the caller is itself one of many
+// threads, each with its own scratch).
+size_t gemm_bf16_scratch_bytes(int64_t M, int64_t N, int64_t K, DType a_dtype, DType out_dtype, int threads);
+
+// `scratch` holds gemm_bf16_scratch_bytes(...) bytes. threads > 1 runs its own OpenMP team.
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
+               const LowpOut& C, void* scratch, int threads);
+
+namespace bf16gemm {
+constexpr int64_t kMR = 12, kNR = 32;  // the register tile: 12 rows × 2 zmm of f32
+constexpr int64_t kMC = 192;           // rows of A per packed block (L2)
+constexpr int64_t kKC = 256;           // bf16 pairs of K per block: a B micro-panel is 32 KiB (L1)
+constexpr int64_t kNC = 4096;          // columns of B per packed block
+inline int64_t pair_steps(int64_t K, bool split) { return split ? K : (K + 1) / 2; }
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+}  // namespace bf16gemm
+
+}  // namespace strata::cpu

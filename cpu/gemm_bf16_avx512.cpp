@@ -1,0 +1,298 @@
+// gemm_bf16's packing, register tile and driver (see gemm_bf16.h), built for AVX512-BF16.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/gemm_bf16.h"
+#include "cpu/omp_threads.h"
+
+namespace strata::cpu {
+
+namespace {
+
+using namespace bf16gemm;
+
+inline uint16_t rne_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays a quiet NaN
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// An f32 value as the bf16 pair (hi, lo) with hi + lo ≈ a to 16 bits of mantissa.
+inline uint32_t split_pair(float a) {
+  const uint16_t hi = rne_bf16(a);
+  uint32_t hb = uint32_t(hi) << 16;
+  float hf;
+  std::memcpy(&hf, &hb, 4);
+  const uint16_t lo = std::isfinite(hf) ? rne_bf16(a - hf) : uint16_t(0);
+  return uint32_t(hi) | uint32_t(lo) << 16;
+}
+
+inline uint16_t bits_at(const GemmOperand& x, int64_t row, int64_t col) {  // stored element (row, col)
+  return static_cast<const uint16_t*>(x.data)[row * x.ld + col];
+}
+inline float f32_at(const GemmOperand& x, int64_t row, int64_t col) {
+  return static_cast<const float*>(x.data)[row * x.ld + col];
+}
+
+// A's rows [m0, m0+mc) and pair steps [p0, p0+kp) as 12-row micro-panels: panel t holds, for
+// each step p, the 12 rows' pairs (32 bits each) side by side; rows past mc and k past K are 0.
+void pack_a(uint32_t* dst, const GemmOperand& A, int64_t K, int64_t m0, int64_t mc, int64_t p0, int64_t kp) {
+  const bool split = A.dtype == DType::f32;
+  for (int64_t t = 0; t * kMR < mc; ++t) {
+    uint32_t* d = dst + t * kp * kMR;
+    const int64_t rows = std::min(kMR, mc - t * kMR), mb = m0 + t * kMR;
+    if (rows < kMR) std::memset(d, 0, size_t(kp * kMR) * 4);
+    if (split) {
+      for (int64_t p = 0; p < kp; ++p)
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t k = p0 + p, m = mb + r;
+          d[p * kMR + r] = split_pair(A.trans ? f32_at(A, k, m) : f32_at(A, m, k));
+        }
+    } else if (!A.trans) {  // row m's pairs are contiguous
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* src = static_cast<const uint16_t*>(A.data) + (mb + r) * A.ld;
+        for (int64_t p = 0; p < kp; ++p) {
+          const int64_t k = 2 * (p0 + p);
+          uint32_t v;
+          if (k + 1 < K)
+            std::memcpy(&v, src + k, 4);
+          else
+            v = k < K ? src[k] : 0;
+          d[p * kMR + r] = v;
+        }
+      }
+    } else {  // stored K×M: a pair is two rows' elements
+      for (int64_t p = 0; p < kp; ++p) {
+        const int64_t k = 2 * (p0 + p);
+        for (int64_t r = 0; r < rows; ++r) {
+          const uint32_t lo = k < K ? bits_at(A, k, mb + r) : 0, hi = k + 1 < K ? bits_at(A, k + 1, mb + r) : 0;
+          d[p * kMR + r] = lo | hi << 16;
+        }
+      }
+    }
+  }
+}
+
+inline __mmask16 lane_mask(int64_t valid) {
+  return valid >= 16 ? __mmask16(0xffff) : valid <= 0 ? __mmask16(0) : __mmask16((1u << valid) - 1);
+}
+inline __m512i widen16(const uint16_t* p, __mmask16 m) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)); }
+
+// B's columns [n0, n0+nv) (nv ≤ 32) and pair steps [p0, p0+kp) as one micro-panel: for each
+// step, 32 columns' pairs. With A split, every pair is (b_k, b_k).
+void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, bool split, int64_t n0, int64_t nv, int64_t p0, int64_t kp) {
+  const __mmask16 m0 = lane_mask(nv), m1 = lane_mask(nv - 16);
+  if (!B.trans) {  // stored K×N: rows are contiguous columns
+    const uint16_t* base = static_cast<const uint16_t*>(B.data);
+    for (int64_t p = 0; p < kp; ++p) {
+      const int64_t k = split ? p0 + p : 2 * (p0 + p);
+      const uint16_t* r0 = base + k * B.ld + n0;
+      const __m512i a0 = widen16(r0, m0), a1 = widen16(r0 + 16, m1);
+      __m512i b0 = a0, b1 = a1;
+      if (!split) {
+        const bool second = k + 1 < K;
+        b0 = second ? widen16(r0 + B.ld, m0) : _mm512_setzero_si512();
+        b1 = second ? widen16(r0 + B.ld + 16, m1) : _mm512_setzero_si512();
+      }
+      _mm512_store_si512(d + p * kNR, _mm512_or_si512(a0, _mm512_slli_epi32(b0, 16)));
+      _mm512_store_si512(d + p * kNR + 16, _mm512_or_si512(a1, _mm512_slli_epi32(b1, 16)));
+    }
+    return;
+  }
+  // stored N×K: column n's k run is contiguous
+  if (nv < kNR) std::memset(d, 0, size_t(kp * kNR) * 4);
+  for (int64_t c = 0; c < nv; ++c) {
+    const uint16_t* src = static_cast<const uint16_t*>(B.data) + (n0 + c) * B.ld;
+    for (int64_t p = 0; p < kp; ++p) {
+      uint32_t v;
+      if (split) {
+        v = uint32_t(src[p0 + p]) * 0x10001u;
+      } else {
+        const int64_t k = 2 * (p0 + p);
+        if (k + 1 < K)
+          std::memcpy(&v, src + k, 4);
+        else
+          v = k < K ? src[k] : 0;
+      }
+      d[p * kNR + c] = v;
+    }
+  }
+}
+
+// What a tile does with its sums (see the driver).
+struct Epilogue {
+  float alpha, beta;
+  bool first, last;  // the first / last K block
+  const LowpOut* out;
+  float* acc;  // f32 sums between K blocks of a bf16 output (row stride acc_ld), else null
+  int64_t acc_ld;
+};
+
+inline __m512 load_bias(const LowpOut& o, int64_t col, __mmask16 m) {
+  if (o.bias_dtype == DType::f32) return _mm512_maskz_loadu_ps(m, static_cast<const float*>(o.bias) + col);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(widen16(static_cast<const uint16_t*>(o.bias) + col, m), 16));
+}
+
+// 16 lanes to bf16, rounded to nearest even; NaN stays a quiet NaN.
+inline __m256i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
+                            _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+inline void store16(const Epilogue& e, __m512 v, int64_t row, int64_t col, __mmask16 m) {
+  if (!m) return;
+  const LowpOut& o = *e.out;
+  v = _mm512_mul_ps(v, _mm512_set1_ps(e.alpha));
+  if (o.dtype == DType::f32) {
+    float* c = static_cast<float*>(o.data) + row * o.ld + col;
+    if (!e.first)
+      v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c));
+    else {
+      if (e.beta != 0.0f) v = _mm512_fmadd_ps(_mm512_set1_ps(e.beta), _mm512_maskz_loadu_ps(m, c), v);
+      if (o.bias) v = _mm512_add_ps(v, load_bias(o, col, m));
+    }
+    _mm512_mask_storeu_ps(c, m, v);
+    return;
+  }
+  if (!e.first) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, e.acc + row * e.acc_ld + col));
+  if (!e.last) {
+    _mm512_mask_storeu_ps(e.acc + row * e.acc_ld + col, m, v);
+    return;
+  }
+  if (o.bias) v = _mm512_add_ps(v, load_bias(o, col, m));
+  _mm256_mask_storeu_epi16(static_cast<uint16_t*>(o.data) + row * o.ld + col, m, to_bf16(v));
+}
+
+// The register tile: MR rows × 32 columns of f32 sums over kp pair steps.
+template <int MR>
+void tile(int64_t kp, const uint32_t* __restrict a, const uint32_t* __restrict b, const Epilogue& e, int64_t row,
+          int64_t col, int64_t nv) {
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(b + p * kNR);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(b + p * kNR + 16);
+    const uint32_t* ap = a + p * kMR;
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(ap[i]));
+      c0[i] = _mm512_dpbf16_ps(c0[i], ai, b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], ai, b1);
+    }
+  }
+  const __mmask16 m0 = lane_mask(nv), m1 = lane_mask(nv - 16);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    store16(e, c0[i], row + i, col, m0);
+    store16(e, c1[i], row + i, col + 16, m1);
+  }
+}
+
+using TileFn = void (*)(int64_t, const uint32_t*, const uint32_t*, const Epilogue&, int64_t, int64_t, int64_t);
+constexpr TileFn kTiles[kMR] = {tile<1>, tile<2>, tile<3>, tile<4>,  tile<5>,  tile<6>,
+                                tile<7>, tile<8>, tile<9>, tile<10>, tile<11>, tile<12>};
+
+uint32_t* aligned(char*& p, size_t bytes) {
+  p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+  uint32_t* r = reinterpret_cast<uint32_t*>(p);
+  p += bytes;
+  return r;
+}
+
+}  // namespace
+
+double bf16_dot_speedup() {
+  // 12 independent accumulator chains each (more than latency × ports on any AVX-512 core),
+  // 4096 steps, best of 5: a few milliseconds once.
+  auto best_of = [](auto body) {
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      body();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  constexpr int kSteps = 4096;
+  volatile float sink = 0;
+  const double t_bf16 = best_of([&] {
+    __m512 c[12];
+    for (auto& x : c) x = _mm512_setzero_ps();
+    __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x00010001);
+    for (int i = 0; i < kSteps; ++i) {
+#pragma GCC unroll 12
+      for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, b);
+      __asm__ volatile("" : "+v"(a), "+v"(b));
+    }
+    __m512 s = c[0];
+    for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, c[j]);
+    sink = sink + _mm512_reduce_add_ps(s);
+  });
+  const double t_f32 = best_of([&] {
+    __m512 c[12];
+    for (auto& x : c) x = _mm512_setzero_ps();
+    __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-30f);
+    for (int i = 0; i < kSteps; ++i) {
+#pragma GCC unroll 12
+      for (int j = 0; j < 12; ++j) c[j] = _mm512_fmadd_ps(a, b, c[j]);
+      __asm__ volatile("" : "+v"(a), "+v"(b));
+    }
+    __m512 s = c[0];
+    for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, c[j]);
+    sink = sink + _mm512_reduce_add_ps(s);
+  });
+  // A vdpbf16ps does twice the multiply-adds of a vfmadd231ps.
+  return 2.0 * t_f32 / t_bf16;
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
+               const LowpOut& C, void* scratch, int threads) {
+  if (M == 0 || N == 0) return;
+  const bool split = A.dtype == DType::f32;
+  const int64_t P = pair_steps(K, split);
+  const int64_t kc = std::min(kKC, std::max<int64_t>(P, 1)), mc_max = std::min(kMC, round_up(M, kMR)),
+                nc_max = std::min(kNC, round_up(N, kNR));
+  char* s = static_cast<char*>(scratch);
+  uint32_t* apack = aligned(s, size_t(threads) * size_t(mc_max * kc) * 4);
+  uint32_t* bpack = aligned(s, size_t(kc * nc_max) * 4);
+  float* acc = C.dtype != DType::f32 && P > kKC ? reinterpret_cast<float*>(aligned(s, size_t(M * N) * 4)) : nullptr;
+  // Row blocks: with a team, at least one per thread.
+  const int64_t mc = threads > 1 ? std::min(mc_max, round_up((M + threads - 1) / threads, kMR)) : mc_max;
+  const int64_t mblocks = (M + mc - 1) / mc;
+  for (int64_t n0 = 0; n0 < N; n0 += kNC) {
+    const int64_t nc = std::min(kNC, N - n0), ntiles = (nc + kNR - 1) / kNR;
+    // K == 0 still runs one (empty) block so the epilogue applies beta and the bias.
+    for (int64_t p0 = 0; p0 == 0 || p0 < P; p0 += kKC) {
+      const int64_t kp = std::min(kKC, P - p0);
+      const Epilogue e{alpha, beta, p0 == 0, p0 + kp >= P, &C, acc, N};
+#pragma omp parallel num_threads(threads) if (threads > 1)
+      {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < ntiles; ++t)
+          pack_b(bpack + t * kp * kNR, B, K, split, n0 + t * kNR, std::min(kNR, nc - t * kNR), p0, kp);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t mb = 0; mb < mblocks; ++mb) {
+          const int64_t m0 = mb * mc, rows = std::min(mc, M - m0);
+          uint32_t* ap = apack + (threads > 1 ? thread_id() : 0) * mc_max * kc;
+          pack_a(ap, A, K, m0, rows, p0, kp);
+          for (int64_t t = 0; t < ntiles; ++t)
+            for (int64_t i = 0; i < rows; i += kMR)
+              kTiles[std::min(kMR, rows - i) - 1](kp, ap + (i / kMR) * kp * kMR, bpack + t * kp * kNR, e, m0 + i,
+                                                  n0 + t * kNR, std::min(kNR, nc - t * kNR));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace strata::cpu
