@@ -169,6 +169,10 @@ void CpuBackend::layernorm_backward(TensorView dinp, TensorView dweight, TensorV
 void CpuBackend::matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) {
   cpu::matmul_forward(h(out), h(inp), h(weight), h(bias), ws_);
 }
+void CpuBackend::matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight,
+                                     TensorView bias) {
+  cpu::matmul_gelu_forward(h(out), h(pre), h(inp), h(weight), h(bias), ws_);
+}
 void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                                  TensorView weight) {
   cpu::matmul_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), ws_);

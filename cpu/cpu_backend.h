@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                           TensorView weight, TensorView mean, TensorView rstd) override;
   void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) override;
+  void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias) override;
   void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                        TensorView weight) override;
   void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,

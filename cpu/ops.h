@@ -18,6 +18,9 @@ void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorV
 void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                         TensorView weight, TensorView mean, TensorView rstd, Workspace& ws);
 void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws);
+// pre = inp · weightᵀ + bias and out = gelu(pre), the GELU in the output's own pass.
+void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias,
+                         Workspace& ws);
 void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                      TensorView weight, Workspace& ws);
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,

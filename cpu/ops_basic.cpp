@@ -8,7 +8,9 @@
 #endif
 
 #include "cpu/convert.h"
+#include "cpu/gelu8.h"
 #include "cpu/ops.h"
+#include "cpu/row_kernels.h"
 #include "cpu/simd.h"
 
 namespace strata::cpu {
@@ -92,25 +94,6 @@ void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::sp
       }
     }
   });
-}
-
-// tanh-approximated GELU, 8 lanes at a time (simd::tanh8 instead of libm's scalar tanhf).
-static inline __m256 gelu8(__m256 x) {
-  const __m256 k = _mm256_set1_ps(0.7978845608028654f), a = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f);
-  const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-  const __m256 th = simd::tanh8(_mm256_mul_ps(k, _mm256_fmadd_ps(a, x3, x)));
-  return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(_mm256_set1_ps(1.0f), th));
-}
-
-// d/dx gelu(x) = 0.5(1 + th) + 0.5·x·(1 - th²)·k·(1 + 3a·x²)
-static inline __m256 gelu_grad8(__m256 x) {
-  const __m256 k = _mm256_set1_ps(0.7978845608028654f), a = _mm256_set1_ps(0.044715f), half = _mm256_set1_ps(0.5f);
-  const __m256 one = _mm256_set1_ps(1.0f), x2 = _mm256_mul_ps(x, x);
-  const __m256 th = simd::tanh8(_mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(a, x2), x, x)));
-  const __m256 sech2 = _mm256_fnmadd_ps(th, th, one);
-  const __m256 inner = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), a), x2, one));
-  return _mm256_fmadd_ps(_mm256_mul_ps(half, x), _mm256_mul_ps(sech2, inner),
-                         _mm256_mul_ps(half, _mm256_add_ps(one, th)));
 }
 
 // Elementwise work in chunks so OpenMP threads each own contiguous, vector-aligned ranges.
@@ -203,6 +186,7 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits, std:
                      " is outside the vocabulary of " + std::to_string(vocab),
                  "the data was tokenized for a different vocabulary: check --data and --model");
   double total = 0;
+  const SoftmaxCeRow ce_row = softmax_ce_row(ops_isa());
 #pragma omp parallel for reduction(+ : total) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     float* row = lg + n * Vp;
@@ -212,15 +196,9 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits, std:
       for (int64_t v = 0; v < Vp; ++v) row[v] = 0;
       continue;
     }
-    const float mx = simd::row_max(row, vocab);
-    const double target_logit = double(row[t]);
-    const double sum = simd::exp_shift_sum(row, vocab, mx);  // exp(x - max) in place
-    const double lse = double(mx) + std::log(sum);
-    ls[n] = float(lse - target_logit);
-    total += lse - target_logit;
-    const float scale = float(double(dloss) / sum);
-    for (int64_t v = 0; v < vocab; ++v) row[v] *= scale;
-    row[t] -= dloss;
+    const double loss = ce_row(row, vocab, t, dloss);
+    ls[n] = float(loss);
+    total += loss;
     for (int64_t v = vocab; v < Vp; ++v) row[v] = 0;
   }
   return total;

@@ -1,4 +1,5 @@
-// LayerNorm forward/backward over the last dimension (statistics in f32).
+// LayerNorm forward/backward over the last dimension (statistics in f32), row by row on the
+// CPU's widest row kernels (cpu/row_kernels.h).
 #include <cmath>
 #include <cstring>
 #ifdef _OPENMP
@@ -6,6 +7,7 @@
 #endif
 
 #include "cpu/ops.h"
+#include "cpu/row_kernels.h"
 #include "cpu/row_partials.h"
 
 namespace strata::cpu {
@@ -23,23 +25,9 @@ void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorV
     const T* x = inp.as<T>();
     const T* w = weight.as<T>();
     const T* b = bias.as<T>();
+    const auto k = norm_rows<T>().layernorm_forward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = x + n * C;
-      float m = 0;
-      for (int64_t c = 0; c < C; ++c) m += to_f32(xr[c]);
-      m /= float(C);
-      float v = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const float d = to_f32(xr[c]) - m;
-        v += d * d;
-      }
-      const float r = 1.0f / std::sqrt(v / float(C) + 1e-5f);
-      T* yr = y + n * C;
-      for (int64_t c = 0; c < C; ++c) yr[c] = from_f32<T>((to_f32(xr[c]) - m) * r * to_f32(w[c]) + to_f32(b[c]));
-      mu[n] = m;
-      rs[n] = r;
-    }
+    for (int64_t n = 0; n < N; ++n) k(y + n * C, x + n * C, w, b, C, mu + n, rs + n);
   });
 }
 
@@ -58,29 +46,8 @@ void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, T
     const T* w = weight.as<T>();
     const T* dy = dout.as<T>();
     // Per-thread partial sums for dweight (partial[0, C)) and dbias ([C, 2C)).
-    auto row = [&](int64_t n, float* pdw) {
-      float* pdb = pdw + C;
-      const T* xr = x + n * C;
-      const T* dyr = dy + n * C;
-      T* dxr = dx + n * C;
-      const float m = mu[n], r = rs[n];
-      float dnorm_mean = 0, dnorm_norm_mean = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const float norm = (to_f32(xr[c]) - m) * r;
-        const float dnorm = to_f32(w[c]) * to_f32(dyr[c]);
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
-      }
-      dnorm_mean /= float(C);
-      dnorm_norm_mean /= float(C);
-      for (int64_t c = 0; c < C; ++c) {
-        const float norm = (to_f32(xr[c]) - m) * r;
-        const float g = to_f32(dyr[c]);
-        pdb[c] += g;
-        pdw[c] += norm * g;
-        const float dnorm = to_f32(w[c]) * g;
-        dxr[c] = from_f32<T>(to_f32(dxr[c]) + (dnorm - dnorm_mean - norm * dnorm_norm_mean) * r);
-      }
+    auto row = [&, k = norm_rows<T>().layernorm_backward](int64_t n, float* pdw) {
+      k(dx + n * C, pdw, pdw + C, dy + n * C, x + n * C, w, mu[n], rs[n], C);
     };
     rows_with_partials(N, 2 * C, ws, row, [&](const float* p) {
       for (int64_t c = 0; c < C; ++c) {

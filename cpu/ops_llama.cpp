@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "cpu/ops.h"
+#include "cpu/row_kernels.h"
 #include "cpu/row_partials.h"
 
 #ifdef _OPENMP
@@ -28,37 +29,11 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView
     T* y = out.as<T>();
     const T* x = inp.as<T>();
     const T* w = weight.as<T>();
+    const auto k = norm_rows<T>().rmsnorm_forward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      const T* xr = x + n * C;
-      float ss = 0;
-      for (int64_t c = 0; c < C; ++c) ss += to_f32(xr[c]) * to_f32(xr[c]);
-      const float r = 1.0f / std::sqrt(ss / float(C) + eps);
-      T* yr = y + n * C;
-      for (int64_t c = 0; c < C; ++c) yr[c] = from_f32<T>(to_f32(xr[c]) * r * to_f32(w[c]));
-      rs[n] = r;
-    }
+    for (int64_t n = 0; n < N; ++n) k(y + n * C, x + n * C, w, C, eps, rs + n);
   });
 }
-
-namespace {
-
-// One row of y = x·r·w, r = (mean x² + eps)^-1/2: dx = r·(w·dy - x̂·mean(w·dy·x̂)), x̂ = x·r
-// (added to dx when `accumulate`; otherwise dx may be dy, each element read before it is
-// written), and pdw += x̂·dy.
-template <typename T>
-void rmsnorm_row_backward(T* dx, const T* dy, const T* x, const T* w, float r, int64_t C, float* pdw, bool accumulate) {
-  float dot = 0;
-  for (int64_t c = 0; c < C; ++c) dot += to_f32(w[c]) * to_f32(dy[c]) * to_f32(x[c]) * r;
-  dot /= float(C);
-  for (int64_t c = 0; c < C; ++c) {
-    const float norm = to_f32(x[c]) * r, g = to_f32(dy[c]);
-    pdw[c] += norm * g;
-    dx[c] = from_f32<T>((accumulate ? to_f32(dx[c]) : 0.0f) + r * (to_f32(w[c]) * g - norm * dot));
-  }
-}
-
-}  // namespace
 
 void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                       TensorView rstd, Workspace& ws) {
@@ -75,7 +50,9 @@ void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, Tens
     const T* dy = dout.as<T>();
     rows_with_partials(
         N, C, ws,
-        [&](int64_t n, float* pdw) { rmsnorm_row_backward(dx + n * C, dy + n * C, x + n * C, w, rs[n], C, pdw, true); },
+        [&, k = norm_rows<T>().rmsnorm_backward](int64_t n, float* pdw) {
+          k(dx + n * C, dy + n * C, x + n * C, w, rs[n], C, pdw, true);
+        },
         [&](const float* p) {
           for (int64_t c = 0; c < C; ++c) dw[c] += p[c];
         });
@@ -94,18 +71,11 @@ void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorV
     T* y = out.as<T>();
     const T* x = inp.as<T>();
     const T* qw = qk_weight.as<T>();
+    const auto k = norm_rows<T>().rmsnorm_forward;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      for (int64_t h = 0; h < H; ++h) {  // the q heads, then the k heads
-        const T* xr = x + n * W + h * d;
-        const T* w = qw + (h < n_head ? 0 : d);
-        float ss = 0;
-        for (int64_t c = 0; c < d; ++c) ss += to_f32(xr[c]) * to_f32(xr[c]);
-        const float r = 1.0f / std::sqrt(ss / float(d) + eps);
-        T* yr = y + n * W + h * d;
-        for (int64_t c = 0; c < d; ++c) yr[c] = from_f32<T>(to_f32(xr[c]) * r * to_f32(w[c]));
-        rs[n * H + h] = r;
-      }
+      for (int64_t h = 0; h < H; ++h)  // the q heads, then the k heads
+        k(y + n * W + h * d, x + n * W + h * d, qw + (h < n_head ? 0 : d), d, eps, rs + n * H + h);
       if (y != x) std::memcpy(y + n * W + H * d, x + n * W + H * d, size_t(n_kv_head * d) * sizeof(T));  // v
     }
   });
@@ -127,10 +97,10 @@ void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView in
     // q_norm's gradient in partial[0, d), k_norm's in [d, 2d); dy becomes dx in place.
     rows_with_partials(
         N, 2 * d, ws,
-        [&](int64_t n, float* pdw) {
+        [&, k = norm_rows<T>().rmsnorm_backward](int64_t n, float* pdw) {
           for (int64_t h = 0; h < H; ++h) {
             const int64_t wo = h < n_head ? 0 : d, at = n * W + h * d;
-            rmsnorm_row_backward(g + at, g + at, x + at, qw + wo, rs[n * H + h], d, pdw + wo, false);
+            k(g + at, g + at, x + at, qw + wo, rs[n * H + h], d, pdw + wo, false);
           }
         },
         [&](const float* p) {

@@ -1,39 +1,94 @@
-// Linear layers: out = inp · W^T + b and its backward, on top of cpu::gemm.
+// Linear layers: out = inp · W^T + b (and fused with GPT-2's GELU) and the backward, on top
+// of cpu::gemm.
+#include <cstring>
+
 #include "cpu/convert.h"
+#include "cpu/gelu8.h"
 #include "cpu/gemm.h"
 #include "cpu/ops.h"
+#include "cpu/simd.h"
 
 namespace strata::cpu {
 
-void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws) {
+namespace {
+
+// One row of a linear layer's output pass: y = acc + b (rounded to T), and with `g` also
+// g = gelu(y) from the rounded y, as gelu_forward would compute it from y.
+template <typename T>
+void bias_gelu_row(T* y, T* g, const float* acc, const T* b, int64_t n) {
+  auto chunk = [&](T* yd, T* gd, const float* a, const T* bb) {
+    const __m256 v = b ? _mm256_add_ps(simd::load8(a), simd::load8(bb)) : simd::load8(a);
+    simd::store8(yd, v);
+    if (gd) simd::store8(gd, gelu8(simd::load8(yd)));
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) chunk(y + i, g ? g + i : nullptr, acc + i, b ? b + i : nullptr);
+  if (i < n) {  // the tail through padded copies: the same arithmetic
+    T yt[8], gt[8], bt[8] = {};
+    float at[8] = {};
+    std::memcpy(at, acc + i, size_t(n - i) * sizeof(float));
+    if (b) std::memcpy(bt, b + i, size_t(n - i) * sizeof(T));
+    chunk(yt, g ? gt : nullptr, at, b ? bt : nullptr);
+    std::memcpy(y + i, yt, size_t(n - i) * sizeof(T));
+    if (g) std::memcpy(g + i, gt, size_t(n - i) * sizeof(T));
+  }
+}
+
+// out = inp · Wᵀ + b; with `gelu` given also gelu = GELU(out), in the output's own pass.
+void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView weight, TensorView bias,
+                    Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
   expect_numel(weight, OC * C, "matmul_forward", "weight");
   expect_numel(out, N * OC, "matmul_forward", "out");
-  // 16-bit operands on a CPU that computes in them: the product, the bias and the rounding
-  // in one oneDNN pass, straight into out.
+  const bool has_bias = !bias.empty(), has_gelu = !gelu.empty();
+  if (has_gelu) {
+    expect_numel(gelu, N * OC, "matmul_gelu_forward", "out");
+    expect_dtype(gelu, out.dtype, "matmul_gelu_forward", "out");
+  }
+  // 16-bit operands on the native path: the product, the bias and the rounding in one pass,
+  // straight into out (the GELU then in its own).
   if (inp.dtype != DType::f32 && (out.dtype == DType::f32 || out.dtype == inp.dtype) &&
-      (bias.empty() || bias.dtype == weight.dtype) &&
+      (!has_bias || bias.dtype == weight.dtype) &&
       gemm_native(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f,
-                  LowpOut{out.data, out.dtype, OC, bias.empty() ? nullptr : bias.data, bias.dtype}, ws))
+                  LowpOut{out.data, out.dtype, OC, has_bias ? bias.data : nullptr, bias.dtype}, ws)) {
+    if (has_gelu) gelu_forward(gelu, out);
     return;
-  // Accumulate in f32: directly into out when it is f32, else into scratch then convert.
+  }
+  // Accumulate in f32: directly into out when it is f32, else into scratch; then one pass
+  // adds the bias, rounds, and applies the GELU.
   float* acc = out.dtype == DType::f32 ? out.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * OC));
   gemm(N, OC, C, 1.0f, {inp.data, inp.dtype, C, false}, {weight.data, weight.dtype, C, true}, 0.0f, acc, OC, ws);
-  const bool has_bias = !bias.empty();
-  dispatch_act(out.dtype == DType::f32 ? weight.dtype : out.dtype, [&]<typename W>(W) {
-    const W* b = has_bias ? bias.as<W>() : nullptr;
-    if (out.dtype == DType::f32) {
-      if (!b) return;
-#pragma omp parallel for schedule(static)
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < OC; ++o) acc[n * OC + o] += to_f32(b[o]);
-    } else {
-      W* y = out.as<W>();
-#pragma omp parallel for schedule(static)
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t o = 0; o < OC; ++o) y[n * OC + o] = from_f32<W>(acc[n * OC + o] + (b ? to_f32(b[o]) : 0.0f));
+  if (out.dtype == DType::f32 && !has_bias && !has_gelu) return;
+  dispatch_act(out.dtype, [&]<typename T>(T) {
+    // An f32 output takes a bias of the weight's type: widened to f32 here (OC floats).
+    STRATA_CHECK(!has_bias || bias.dtype == out.dtype || out.dtype == DType::f32,
+                 "matmul_forward: bias dtype " + std::string(dtype_name(bias.dtype)) + " with output dtype " +
+                     std::string(dtype_name(out.dtype)),
+                 "the bias must be the weight's dtype");
+    const T* b = nullptr;
+    if (has_bias && bias.dtype == out.dtype) {
+      b = bias.as<T>();
+    } else if (has_bias) {  // f32 output, 16-bit bias: widened once (then T is float)
+      float* bw = ws.get<float>(Scratch::layernorm, size_t(OC));
+      convert_to_f32(bw, bias.data, bias.dtype, size_t(OC));
+      b = reinterpret_cast<const T*>(bw);
     }
+    T* y = out.as<T>();
+    T* g = has_gelu ? gelu.as<T>() : nullptr;
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) bias_gelu_row<T>(y + n * OC, g ? g + n * OC : nullptr, acc + n * OC, b, OC);
   });
+}
+
+}  // namespace
+
+void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws) {
+  linear_forward(out, {}, inp, weight, bias, ws);
+}
+
+void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias,
+                         Workspace& ws) {
+  linear_forward(pre, out, inp, weight, bias, ws);
 }
 
 void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,

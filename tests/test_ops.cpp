@@ -278,6 +278,34 @@ TEST(Bf16Ops, AgreeWithF32WithinBf16Precision) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(to_f32(gh[i]), g[i], 1e-3 + 8e-3 * std::fabs(g[i]));
 }
 
+// S14: the fused linear layer + GELU (GPT-2's MLP up-projection) is bit for bit the two ops
+// it replaces, in f32 and bf16, with and without a bias, at a width that leaves a tail.
+TEST(Ops, MatmulGeluIsMatmulThenGeluBitForBit) {
+  const int64_t N = 9, C = 24, OC = 45;
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (with_bias ? " with bias" : " without bias"));
+      const size_t es = dtype_size(t);
+      auto mk = [&](size_t n, uint64_t seed) {
+        const auto f = randn(n, seed);
+        std::vector<uint8_t> v(n * es);
+        convert(v.data(), t, f.data(), DType::f32, n);
+        return v;
+      };
+      auto x = mk(size_t(N * C), 31), w = mk(size_t(OC * C), 32), b = mk(size_t(OC), 33);
+      std::vector<uint8_t> pre1(size_t(N * OC) * es), out1(pre1.size()), pre2(pre1.size()), out2(pre1.size());
+      cpu::CpuBackend be({size_t(64) << 20, 0});
+      const TensorView xv{x.data(), t, {N, C}}, wv{w.data(), t, {OC, C}},
+          bv = with_bias ? TensorView{b.data(), t, {OC}} : TensorView{};
+      be.matmul_forward({pre1.data(), t, {N, OC}}, xv, wv, bv);
+      be.gelu_forward({out1.data(), t, {N, OC}}, {pre1.data(), t, {N, OC}});
+      be.matmul_gelu_forward({out2.data(), t, {N, OC}}, {pre2.data(), t, {N, OC}}, xv, wv, bv);
+      EXPECT_EQ(pre1, pre2) << "pre";
+      EXPECT_EQ(out1, out2) << "gelu";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
 
