@@ -1,6 +1,5 @@
-// The row work both CPU attentions share (ops_attention.cpp in f32, ops_attention_lowp.cpp
-// on native 16-bit GEMMs): the causal softmax of one head's scores with its log-sum-exp and
-// dropout mask, and the softmax's backward.
+// The CPU attention's row work (ops_attention.cpp): the causal softmax of one head's scores
+// with its log-sum-exp and dropout mask, and the softmax's backward.
 #pragma once
 #include <cmath>
 #include <cstdint>

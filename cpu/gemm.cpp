@@ -45,7 +45,7 @@ bool gemm_native(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand
   }
   if (!gemm_bf16_accepts(A, B, beta, C)) return false;
   const int threads = thread_count();
-  void* scratch = ws.get(Scratch::gemm_a, gemm_bf16_scratch_bytes(M, N, K, A.dtype, C.dtype, threads));
+  void* scratch = ws.get(Scratch::gemm_a, gemm_bf16_scratch_bytes(M, N, K, C.dtype, threads));
   gemm_bf16(M, N, K, alpha, A, B, beta, C, scratch, threads);
   return true;
 }

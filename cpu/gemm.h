@@ -1,7 +1,7 @@
 // Row-major GEMM with f32 accumulation: C[M,N] = alpha·op(A)·op(B) + beta·C.
-// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; a bf16 B
-// with a bf16 or f32 A to the native path where the CPU has one (gemm_native); other inputs
-// are converted to f32 in cache-sized panels, so no full-size copy is ever made.
+// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; two bf16
+// operands to the native path where it pays (gemm_native); other inputs are converted to f32
+// in cache-sized panels, so no full-size copy is ever made.
 #pragma once
 #include <cstdint>
 

@@ -1,8 +1,6 @@
 // Strata's own bf16 GEMM on AVX512-BF16's dot-product instruction (S14): C = alpha·op(A)·op(B)
-// + beta·C with f32 accumulation, where op(B) is bf16 and op(A) is bf16 or f32. An f32 A is
-// split into two bf16 halves, hi = bf16(a) and lo = bf16(a − hi), paired against B twice, so
-// hi·b + lo·b keeps a to ~2⁻¹⁷ relative: attention's probabilities and dS stay at f32
-// quality while their GEMMs still run on the bf16 units (at the f32 rate, twice the work).
+// + beta·C with A and B bf16 and f32 accumulation (each product of two bf16 values is exact
+// in f32, as in the f32 panels that widen them).
 //
 // Blocked as BLIS/GotoBLAS do: B in K×4096 blocks packed into 32-column micro-panels of bf16
 // pairs, A in 192-row blocks packed into 12-row micro-panels, a 12×32 register tile of f32
@@ -34,13 +32,13 @@ double bf16_dot_speedup();
 // (and with it the rounding of a resumed run).
 bool gemm_bf16_pays();
 
-// Whether gemm_bf16 computes this call: B bf16; A bf16 or f32; the output f32, or bf16 with
-// beta 0; a bias f32 or bf16.
+// Whether gemm_bf16 computes this call: A and B bf16; the output f32, or bf16 with beta 0; a
+// bias f32 or bf16.
 bool gemm_bf16_accepts(const GemmOperand& A, const GemmOperand& B, float beta, const LowpOut& C);
 
 // Scratch bytes one call needs with `threads` threads (1: the caller is itself one of many
 // threads, each with its own scratch).
-size_t gemm_bf16_scratch_bytes(int64_t M, int64_t N, int64_t K, DType a_dtype, DType out_dtype, int threads);
+size_t gemm_bf16_scratch_bytes(int64_t M, int64_t N, int64_t K, DType out_dtype, int threads);
 
 // `scratch` holds gemm_bf16_scratch_bytes(...) bytes. threads > 1 runs its own OpenMP team.
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
@@ -51,7 +49,7 @@ constexpr int64_t kMR = 12, kNR = 32;  // the register tile: 12 rows × 2 zmm of
 constexpr int64_t kMC = 192;           // rows of A per packed block (L2)
 constexpr int64_t kKC = 256;           // bf16 pairs of K per block: a B micro-panel is 32 KiB (L1)
 constexpr int64_t kNC = 4096;          // columns of B per packed block
-inline int64_t pair_steps(int64_t K, bool split) { return split ? K : (K + 1) / 2; }
+inline int64_t pair_steps(int64_t K) { return (K + 1) / 2; }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 }  // namespace bf16gemm
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 
 #include "cpu/gemm_bf16.h"
@@ -22,38 +21,18 @@ inline uint16_t rne_bf16(float f) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// An f32 value as the bf16 pair (hi, lo) with hi + lo ≈ a to 16 bits of mantissa.
-inline uint32_t split_pair(float a) {
-  const uint16_t hi = rne_bf16(a);
-  uint32_t hb = uint32_t(hi) << 16;
-  float hf;
-  std::memcpy(&hf, &hb, 4);
-  const uint16_t lo = std::isfinite(hf) ? rne_bf16(a - hf) : uint16_t(0);
-  return uint32_t(hi) | uint32_t(lo) << 16;
-}
-
 inline uint16_t bits_at(const GemmOperand& x, int64_t row, int64_t col) {  // stored element (row, col)
   return static_cast<const uint16_t*>(x.data)[row * x.ld + col];
-}
-inline float f32_at(const GemmOperand& x, int64_t row, int64_t col) {
-  return static_cast<const float*>(x.data)[row * x.ld + col];
 }
 
 // A's rows [m0, m0+mc) and pair steps [p0, p0+kp) as 12-row micro-panels: panel t holds, for
 // each step p, the 12 rows' pairs (32 bits each) side by side; rows past mc and k past K are 0.
 void pack_a(uint32_t* dst, const GemmOperand& A, int64_t K, int64_t m0, int64_t mc, int64_t p0, int64_t kp) {
-  const bool split = A.dtype == DType::f32;
   for (int64_t t = 0; t * kMR < mc; ++t) {
     uint32_t* d = dst + t * kp * kMR;
     const int64_t rows = std::min(kMR, mc - t * kMR), mb = m0 + t * kMR;
     if (rows < kMR) std::memset(d, 0, size_t(kp * kMR) * 4);
-    if (split) {
-      for (int64_t p = 0; p < kp; ++p)
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t k = p0 + p, m = mb + r;
-          d[p * kMR + r] = split_pair(A.trans ? f32_at(A, k, m) : f32_at(A, m, k));
-        }
-    } else if (!A.trans) {  // row m's pairs are contiguous
+    if (!A.trans) {  // row m's pairs are contiguous
       for (int64_t r = 0; r < rows; ++r) {
         const uint16_t* src = static_cast<const uint16_t*>(A.data) + (mb + r) * A.ld;
         for (int64_t p = 0; p < kp; ++p) {
@@ -84,21 +63,18 @@ inline __mmask16 lane_mask(int64_t valid) {
 inline __m512i widen16(const uint16_t* p, __mmask16 m) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)); }
 
 // B's columns [n0, n0+nv) (nv ≤ 32) and pair steps [p0, p0+kp) as one micro-panel: for each
-// step, 32 columns' pairs. With A split, every pair is (b_k, b_k).
-void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, bool split, int64_t n0, int64_t nv, int64_t p0, int64_t kp) {
+// step, 32 columns' pairs.
+void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, int64_t n0, int64_t nv, int64_t p0, int64_t kp) {
   const __mmask16 m0 = lane_mask(nv), m1 = lane_mask(nv - 16);
   if (!B.trans) {  // stored K×N: rows are contiguous columns
     const uint16_t* base = static_cast<const uint16_t*>(B.data);
     for (int64_t p = 0; p < kp; ++p) {
-      const int64_t k = split ? p0 + p : 2 * (p0 + p);
+      const int64_t k = 2 * (p0 + p);
       const uint16_t* r0 = base + k * B.ld + n0;
       const __m512i a0 = widen16(r0, m0), a1 = widen16(r0 + 16, m1);
-      __m512i b0 = a0, b1 = a1;
-      if (!split) {
-        const bool second = k + 1 < K;
-        b0 = second ? widen16(r0 + B.ld, m0) : _mm512_setzero_si512();
-        b1 = second ? widen16(r0 + B.ld + 16, m1) : _mm512_setzero_si512();
-      }
+      const bool second = k + 1 < K;
+      const __m512i b0 = second ? widen16(r0 + B.ld, m0) : _mm512_setzero_si512();
+      const __m512i b1 = second ? widen16(r0 + B.ld + 16, m1) : _mm512_setzero_si512();
       _mm512_store_si512(d + p * kNR, _mm512_or_si512(a0, _mm512_slli_epi32(b0, 16)));
       _mm512_store_si512(d + p * kNR + 16, _mm512_or_si512(a1, _mm512_slli_epi32(b1, 16)));
     }
@@ -109,16 +85,12 @@ void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, bool split, int64_t n0
   for (int64_t c = 0; c < nv; ++c) {
     const uint16_t* src = static_cast<const uint16_t*>(B.data) + (n0 + c) * B.ld;
     for (int64_t p = 0; p < kp; ++p) {
+      const int64_t k = 2 * (p0 + p);
       uint32_t v;
-      if (split) {
-        v = uint32_t(src[p0 + p]) * 0x10001u;
-      } else {
-        const int64_t k = 2 * (p0 + p);
-        if (k + 1 < K)
-          std::memcpy(&v, src + k, 4);
-        else
-          v = k < K ? src[k] : 0;
-      }
+      if (k + 1 < K)
+        std::memcpy(&v, src + k, 4);
+      else
+        v = k < K ? src[k] : 0;
       d[p * kNR + c] = v;
     }
   }
@@ -258,17 +230,17 @@ double bf16_dot_speedup() {
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,
                const LowpOut& C, void* scratch, int threads) {
   if (M == 0 || N == 0) return;
-  const bool split = A.dtype == DType::f32;
-  const int64_t P = pair_steps(K, split);
+  const int64_t P = pair_steps(K);
   const int64_t kc = std::min(kKC, std::max<int64_t>(P, 1)), mc_max = std::min(kMC, round_up(M, kMR)),
                 nc_max = std::min(kNC, round_up(N, kNR));
   char* s = static_cast<char*>(scratch);
   uint32_t* apack = aligned(s, size_t(threads) * size_t(mc_max * kc) * 4);
   uint32_t* bpack = aligned(s, size_t(kc * nc_max) * 4);
   float* acc = C.dtype != DType::f32 && P > kKC ? reinterpret_cast<float*>(aligned(s, size_t(M * N) * 4)) : nullptr;
-  // Row blocks: with a team, at least one per thread.
-  const int64_t mc = threads > 1 ? std::min(mc_max, round_up((M + threads - 1) / threads, kMR)) : mc_max;
-  const int64_t mblocks = (M + mc - 1) / mc;
+  // The team's work: each thread one contiguous share of the rows (equal to a tile, so no
+  // thread waits on another's last block), or, with too few rows for that, of the columns.
+  const int64_t rsplit = threads > 1 && M >= threads * 4 * kMR ? threads : 1, csplit = threads / rsplit;
+  auto row_at = [&](int64_t i) { return i >= rsplit ? M : std::min(M, round_up(M * i / rsplit, kMR)); };
   for (int64_t n0 = 0; n0 < N; n0 += kNC) {
     const int64_t nc = std::min(kNC, N - n0), ntiles = (nc + kNR - 1) / kNR;
     // K == 0 still runs one (empty) block so the epilogue applies beta and the bias.
@@ -279,16 +251,20 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
       {
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < ntiles; ++t)
-          pack_b(bpack + t * kp * kNR, B, K, split, n0 + t * kNR, std::min(kNR, nc - t * kNR), p0, kp);
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t mb = 0; mb < mblocks; ++mb) {
-          const int64_t m0 = mb * mc, rows = std::min(mc, M - m0);
+          pack_b(bpack + t * kp * kNR, B, K, n0 + t * kNR, std::min(kNR, nc - t * kNR), p0, kp);
+#pragma omp for schedule(static)
+        for (int64_t item = 0; item < rsplit * csplit; ++item) {
+          const int64_t ri = item / csplit, ci = item % csplit;
+          const int64_t t0 = ntiles * ci / csplit, t1 = ntiles * (ci + 1) / csplit;
           uint32_t* ap = apack + (threads > 1 ? thread_id() : 0) * mc_max * kc;
-          pack_a(ap, A, K, m0, rows, p0, kp);
-          for (int64_t t = 0; t < ntiles; ++t)
-            for (int64_t i = 0; i < rows; i += kMR)
-              kTiles[std::min(kMR, rows - i) - 1](kp, ap + (i / kMR) * kp * kMR, bpack + t * kp * kNR, e, m0 + i,
-                                                  n0 + t * kNR, std::min(kNR, nc - t * kNR));
+          for (int64_t m0 = row_at(ri); m0 < row_at(ri + 1); m0 += mc_max) {
+            const int64_t rows = std::min(mc_max, row_at(ri + 1) - m0);
+            pack_a(ap, A, K, m0, rows, p0, kp);
+            for (int64_t t = t0; t < t1; ++t)
+              for (int64_t i = 0; i < rows; i += kMR)
+                kTiles[std::min(kMR, rows - i) - 1](kp, ap + (i / kMR) * kp * kMR, bpack + t * kp * kNR, e, m0 + i,
+                                                    n0 + t * kNR, std::min(kNR, nc - t * kNR));
+          }
         }
       }
     }

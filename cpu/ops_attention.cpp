@@ -3,12 +3,16 @@
 // Forward keeps only the output and the per-row log-sum-exp (f32 [B,NH,T]); backward
 // recomputes the probabilities of one head at a time from Q, K and the saved LSE, so no
 // B×NH×T×T tensor ever exists. Each thread holds one head's T×T block in its scratch.
+// Scores and the softmax are f32; in a bf16 run the two score GEMMs may run on the bf16
+// kernel (scores_native below).
 #include <cmath>
+#include <type_traits>
 
-#include "cpu/attention_lowp.h"
 #include "cpu/attention_rows.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_bf16.h"
+#include "cpu/gemm_lowp.h"
 #include "cpu/omp_threads.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
@@ -45,6 +49,24 @@ void scatter_head(T* dst, const float* src, int64_t rows, int64_t hd, int64_t st
   for (int64_t t = 0; t < rows; ++t) convert_from_f32(dst + t * stride, dtype_of<T>(), src + t * hd, size_t(hd));
 }
 
+// The two score-shaped GEMMs (q·kᵀ and dO·vᵀ) read two bf16 activations: on Strata's bf16
+// kernel where it pays (lowp_gemm_mode() strata), straight from the activations. The GEMMs
+// that take the probabilities or dS stay f32 sgemm, so P and dS are never rounded.
+bool scores_native(DType t) { return t == DType::bf16 && lowp_gemm_mode() == LowpGemm::strata; }
+
+size_t score_scratch_floats(bool native, int64_t T, int64_t hd) {
+  return native ? (gemm_bf16_scratch_bytes(T, T, hd, DType::f32, 1) + 3) / 4 : 0;
+}
+
+// S[T,T] = alpha · a·bᵀ for a head's rows of two bf16 activations (row strides lda, ldb).
+template <typename A>
+void scores_bf16(float* S, const A* a, const A* b, int64_t lda, int64_t ldb, int64_t T, int64_t hd, float alpha,
+                 float* scratch) {
+  if constexpr (std::is_same_v<A, bf16>)
+    gemm_bf16(T, T, hd, alpha, {a, DType::bf16, lda, false}, {b, DType::bf16, ldb, true}, 0.0f,
+              LowpOut{S, DType::f32, T}, scratch, 1);
+}
+
 }  // namespace
 
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
@@ -53,10 +75,9 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
-  if (out.dtype == qkv.dtype && attention_lowp_available(qkv.dtype, hd))
-    return attention_forward_lowp(out, lse, qkv, d.B, d.NH, ws, drop);
-  // Per thread: S/P [T,T] and q, k, v, o [T,hd].
-  const size_t per_thread = size_t(T * T + 4 * T * hd);
+  const bool native = scores_native(qkv.dtype);
+  // Per thread: S/P [T,T], q, k, v, o [T,hd] and the score GEMM's pack scratch.
+  const size_t per_thread = size_t(T * T + 4 * T * hd) + score_scratch_floats(native, T, hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
   float* L = lse.as<float>();
   const float scale = 1.0f / std::sqrt(float(hd));
@@ -67,12 +88,16 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
     for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
       const int64_t b = bh / d.NH, h = bh % d.NH;
       float* S = scratch + per_thread * size_t(thread_id());
-      float *q = S + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd;
+      float *q = S + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd, *gs = o + T * hd;
       const A* base = x + b * T * 3 * C + h * hd;
-      gather_head(q, base, T, hd, 3 * C, scale);
-      gather_head(k, base + C, T, hd, 3 * C);
       gather_head(v, base + 2 * C, T, hd, 3 * C);
-      sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, S, T);  // S = q·k^T (scaled)
+      if (native) {  // S = q·k^T·scale from the bf16 activations in place
+        scores_bf16(S, base, base + C, 3 * C, 3 * C, T, hd, scale, gs);
+      } else {
+        gather_head(q, base, T, hd, 3 * C, scale);
+        gather_head(k, base + C, T, hd, 3 * C);
+        sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, S, T);  // S = q·k^T (scaled)
+      }
       causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH);
       sgemm(false, false, T, hd, T, 1.0f, S, T, v, hd, 0.0f, o, hd);  // o = P·v
       scatter_head(y + b * T * C + h * hd, o, T, hd, C);
@@ -86,11 +111,9 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
-  if (dqkv.dtype == qkv.dtype && dout.dtype == qkv.dtype && out.dtype == qkv.dtype &&
-      attention_lowp_available(qkv.dtype, hd))
-    return attention_backward_lowp(dqkv, dout, qkv, out, lse, d.B, d.NH, ws, drop);
-  // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd].
-  const size_t per_thread = size_t(2 * T * T + 8 * T * hd);
+  const bool native = scores_native(qkv.dtype) && dout.dtype == qkv.dtype;
+  // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd]; the score GEMMs' scratch.
+  const size_t per_thread = size_t(2 * T * T + 8 * T * hd) + score_scratch_floats(native, T, hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
   const float* L = lse.as<float>();
   const float scale = 1.0f / std::sqrt(float(hd));
@@ -105,21 +128,29 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       float* P = scratch + per_thread * size_t(thread_id());
       float* dP = P + T * T;
       float *q = dP + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd;
-      float *dO = o + T * hd, *dq = dO + T * hd, *dk = dq + T * hd, *dv = dk + T * hd;
+      float *dO = o + T * hd, *dq = dO + T * hd, *dk = dq + T * hd, *dv = dk + T * hd, *gs = dv + T * hd;
       const A* base = x + b * T * 3 * C + h * hd;
+      const A* dyh = dy + b * T * C + h * hd;
       gather_head(q, base, T, hd, 3 * C, scale);
       gather_head(k, base + C, T, hd, 3 * C);
-      gather_head(v, base + 2 * C, T, hd, 3 * C);
       gather_head(o, y + b * T * C + h * hd, T, hd, C);
-      gather_head(dO, dy + b * T * C + h * hd, T, hd, C);
-      sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, P, T);  // scores
+      gather_head(dO, dyh, T, hd, C);
+      if (native)
+        scores_bf16(P, base, base + C, 3 * C, 3 * C, T, hd, scale, gs);
+      else
+        sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, P, T);  // scores
       const float* lrow = L + bh * T;
       for (int64_t t = 0; t < T; ++t) {
         float* p = P + t * T;
         simd::exp_shift_sum(p, t + 1, lrow[t]);
         for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       }
-      sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP' = dO·v^T
+      if (native) {  // dP' = dO·v^T from the bf16 activations in place
+        scores_bf16(dP, dyh, base + 2 * C, C, 3 * C, T, hd, 1.0f, gs);
+      } else {
+        gather_head(v, base + 2 * C, T, hd, 3 * C);
+        sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP' = dO·v^T
+      }
       for (int64_t t = 0; t < T; ++t) {
         float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];

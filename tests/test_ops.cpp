@@ -149,9 +149,9 @@ TEST(Attention, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
   test::expect_close(dqkv.data(), fd.data(), fd.size(), 1e-4, 1e-3, "attention dqkv");
 }
 
-// S14: in bf16 (on AVX512-BF16 its GEMMs run on Strata's bf16 kernel, with the probabilities and dS split into bf16
-// halves) attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16 rounding
-// of its outputs.
+// S14: in bf16 (where Strata's bf16 kernel runs, its two score GEMMs read q, k, dO and v there; the probabilities and
+// dS stay f32) attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
+// rounding of its outputs.
 TEST(Attention, Bf16AgreesWithF32) {
   const int B = 2, T = 40, C = 64, NH = 2;
   auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
