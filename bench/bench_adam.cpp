@@ -83,8 +83,14 @@ int run_adam_bench(const AdamBenchOptions& o) {
   if (o.pin) pinned = cpu::pin_threads_to_physical_cores(threads);
   const std::string peer = o.peer == "auto" ? default_peer() : o.peer == "none" ? "" : o.peer;
   const bool wide = ao.isa == cpu::AdamIsa::avx512;
-  std::printf("bench adam: isa %s, %d threads (pinned: %s), tile %lld, best of %d\n",
-              std::string(cpu::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats);
+  const bool s16 = o.state_dtype == "bf16", p16 = o.master_dtype == "bf16";
+  // Bytes a parameter moves: the master and m, v read and written, the f32 gradient read.
+  const double bpp = 2.0 * (p16 ? 2 : 4) + 4.0 + 4.0 * (s16 ? 2 : 4);
+  std::printf(
+      "bench adam: isa %s, %d threads (pinned: %s), tile %lld, best of %d; master %s, m and v %s%s, %.0f B/param\n",
+      std::string(cpu::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats,
+      p16 ? "bf16" : "f32", s16 ? "bf16" : "f32",
+      s16 || p16 ? (o.stochastic ? " (stochastic rounding)" : " (round to nearest)") : "", bpp);
   std::printf("%12s %12s %12s %12s %10s %14s %14s %10s %10s\n", "params", "bound GB/s", "adam GB/s", "adam Gp/s",
               "bound_ratio", "+bf16 Gp/s", "deepspeed Gp/s", "vs ds", "vs ds+cp");
   nlohmann::json sizes = nlohmann::json::array();
@@ -117,7 +123,15 @@ int run_adam_bench(const AdamBenchOptions& o) {
     // kernel, and the kernel with the bf16 copy-out, interleaved in every repetition so a
     // drift in the machine's bandwidth hits all three alike; the best of each is kept.
     cpu::AdamTensors t;
-    t.param = p.p, t.m = m.p, t.v = v.p, t.grad = g.p, t.n = n;
+    t.grad = g.p, t.n = n, t.stochastic = o.stochastic, t.seed = 1;
+    if (p16)
+      t.param16 = reinterpret_cast<uint16_t*>(p.p);
+    else
+      t.param = p.p;
+    if (s16)
+      t.m16 = reinterpret_cast<uint16_t*>(m.p), t.v16 = reinterpret_cast<uint16_t*>(v.p);
+    else
+      t.m = m.p, t.v = v.p;
     cpu::AdamTensors tc = t;
     tc.param_out = out, tc.out_dtype = DType::bf16;
     cpu::AdamHyper h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, true, true, 1, 1.0f};
@@ -133,24 +147,30 @@ int run_adam_bench(const AdamBenchOptions& o) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t k = 0; k < tiles; ++k) {
           const int64_t b = k * tile, e = std::min<int64_t>(n, b + tile);
-          if (wide)
+          if (s16 || p16) {
+            if (wide)
+              cpu::adam_impl::stream_bound16_avx512(p.p, p16, m.p, v.p, s16, g.p, b, e);
+            else
+              cpu::adam_impl::stream_bound16_avx2(p.p, p16, m.p, v.p, s16, g.p, b, e);
+          } else if (wide) {
             cpu::adam_impl::stream_bound_avx512(p.p, m.p, v.p, g.p, b, e);
-          else
+          } else {
             cpu::adam_impl::stream_bound_avx2(p.p, m.p, v.p, g.p, b, e);
+          }
         }
       });
       timed(t_adam, [&] { cpu::adam_step(t, h, ao); });
       timed(t_copy, [&] { cpu::adam_step(tc, h, ao); });
     }
     const double nn = double(n);
-    const double bound_gbs = 28.0 * nn / t_bound * 1e-9, adam_gbs = 28.0 * nn / t_adam * 1e-9;
+    const double bound_gbs = bpp * nn / t_bound * 1e-9, adam_gbs = bpp * nn / t_adam * 1e-9;
     nlohmann::json row = {{"params", n},
                           {"bound_gbytes_per_s", bound_gbs},
                           {"params_per_s", nn / t_adam},
                           {"gbytes_per_s", adam_gbs},
                           {"bound_ratio", adam_gbs / bound_gbs},
                           {"bf16_copy_params_per_s", nn / t_copy},
-                          {"bf16_copy_gbytes_per_s", 30.0 * nn / t_copy * 1e-9}};
+                          {"bf16_copy_gbytes_per_s", (bpp + 2.0) * nn / t_copy * 1e-9}};
     double ds = -1, ds_copy = -1;
     std::string note;
     if (!peer.empty()) {
@@ -174,6 +194,10 @@ int run_adam_bench(const AdamBenchOptions& o) {
                            {"isa", cpu::adam_isa_name(ao.isa)},
                            {"threads", threads},
                            {"pinned", pinned},
+                           {"state_dtype", s16 ? "bf16" : "f32"},
+                           {"master_dtype", p16 ? "bf16" : "f32"},
+                           {"rounding", o.stochastic ? "stochastic" : "nearest"},
+                           {"bytes_per_param", bpp},
                            {"params_per_s", last.value("params_per_s", 0.0)},
                            {"gbytes_per_s", last.value("gbytes_per_s", 0.0)},
                            {"bound_gbytes_per_s", last.value("bound_gbytes_per_s", 0.0)},

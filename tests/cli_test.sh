@@ -35,6 +35,14 @@ case $case_name in
     for k in params_per_s gbytes_per_s bound_gbytes_per_s bound_ratio; do
       grep -q "\"$k\"" <<<"$last" || fail "bench adam JSON lacks $k: $last"
     done
+    # S17: 16-bit states and master: the bytes per parameter the bound and the rate count.
+    for args in "--state-dtype bf16:20" "--state-dtype bf16 --master-dtype bf16 --rounding nearest:16"; do
+      "$bin" bench adam --sizes 1M --repeats 1 --peer none ${args%%:*} >"$tmp/out" 2>"$tmp/err" ||
+        fail "bench adam ${args%%:*} failed: $(cat "$tmp/err")"
+      grep -q "\"bytes_per_param\":${args##*:}.0" <(tail -1 "$tmp/out") || fail "bench adam ${args%%:*}: $(tail -1 "$tmp/out")"
+    done
+    "$bin" bench adam --state-dtype f16 >"$tmp/out" 2>&1 && fail "bench adam accepted --state-dtype f16"
+    grep -q "choose f32 or bf16" "$tmp/out" || fail "bench adam --state-dtype f16: $(cat "$tmp/out")"
     echo "ok: $(head -c 200 <<<"$last")" ;;
   bench_model_smoke)
     # S14: the step against the bound of its own GEMMs, for GPT-2 and Llama, f32 and bf16.

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "cpu/adam/adam_kernels.h"
+#include "kernels/math/dropout_math.h"
 
 namespace strata::cpu {
 
@@ -70,20 +71,22 @@ AdamIsa adam_default_isa() {
 
 namespace {
 
-adam_impl::KernelFn kernel_for(AdamIsa isa) {
+adam_impl::KernelFn kernel_for(AdamIsa isa, bool states16) {
   if (isa == AdamIsa::automatic) isa = adam_default_isa();
   STRATA_CHECK(adam_isa_supported(isa),
                "Adam ISA " + std::string(adam_isa_name(isa)) + " requested but this CPU lacks it",
                "use --adam-isa auto");
   switch (isa) {
     case AdamIsa::avx512:
-      return adam_impl::kernel_avx512;
+      return states16 ? adam_impl::kernel16_avx512 : adam_impl::kernel_avx512;
     case AdamIsa::avx2:
-      return adam_impl::kernel_avx2;
+      return states16 ? adam_impl::kernel16_avx2 : adam_impl::kernel_avx2;
     default:
-      return adam_impl::kernel_scalar;
+      return states16 ? adam_impl::kernel16_scalar : adam_impl::kernel_scalar;
   }
 }
+
+uint64_t splitmix64(uint64_t& x) { return kernel_math::mix64(x += 0x9e3779b97f4a7c15ull); }
 
 adam_impl::Consts consts_for(const AdamHyper& h) {
   adam_impl::Consts c{};
@@ -112,14 +115,22 @@ int threads_for(const AdamOptions& o) {
 }  // namespace
 
 bool adam_step(const AdamTensors& t, const AdamHyper& h, const AdamOptions& o) {
-  STRATA_CHECK(t.n >= 0 && (t.n == 0 || (t.param && t.m && t.v && t.grad)),
+  const bool states16 = t.m16 || t.v16 || t.param16;
+  STRATA_CHECK(t.n >= 0 && (t.n == 0 || ((t.param || t.param16) && (t.m || t.m16) && (t.v || t.v16) && t.grad)),
                "adam_step: missing buffers for " + std::to_string(t.n) + " parameters", "this is a bug in the caller");
+  STRATA_CHECK(!states16 || (!(t.m && t.m16) && !(t.v && t.v16) && !(t.param && t.param16)),
+               "adam_step: a state given both in f32 and in bf16", "this is a bug in the caller: set one of the two");
   STRATA_CHECK(h.step >= 1, "adam_step: step " + std::to_string(h.step), "steps count from 1");
   STRATA_CHECK(!t.param_out || t.out_dtype != DType::f32, "adam_step: copy-out dtype f32",
                "the copy-out is bf16 or f16; the f32 master is already updated in place");
   if (t.n == 0) return false;
-  const adam_impl::KernelFn kernel = kernel_for(o.isa);
-  const adam_impl::Consts c = consts_for(h);
+  const adam_impl::KernelFn kernel = kernel_for(o.isa, states16);
+  adam_impl::Consts c = consts_for(h);
+  // The stochastic rounding's keys: a function of (seed, step) only, never of the thread,
+  // tile or rank that updates an element.
+  uint64_t x = t.seed ^ (uint64_t(h.step) * 0xd1b54a32d192ed03ull);
+  const uint64_t k1 = splitmix64(x), k2 = splitmix64(x);
+  c.key_lo = uint32_t(k1), c.key_hi = uint32_t(k1 >> 32), c.key_p = uint32_t(k2);
   const int64_t tile = std::max<int64_t>(o.tile, 64), tiles = (t.n + tile - 1) / tile;
   bool nonfinite = false;
 #pragma omp parallel for schedule(static) num_threads(threads_for(o)) reduction(|| : nonfinite) if (tiles > 1)

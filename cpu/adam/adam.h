@@ -6,6 +6,10 @@
 // also reports whether any gradient was non-finite, so loss-scale skipping needs no second
 // pass over the gradients.
 //
+// S17 adds the same update on 16-bit states (AdamTensors::m16/v16/param16): m and v in bf16
+// (8 B of state per parameter instead of 12, 6 with a bf16 master), rounded stochastically or
+// to nearest.
+//
 // Implementations: AVX-512, AVX2+FMA and scalar, compiled into one binary and chosen at run
 // time from cpuid; STRATA_ADAM_ISA=scalar|avx2|avx512 (or AdamOptions::isa) overrides. All
 // three perform the same IEEE operations in the same order (explicit FMAs), so they agree
@@ -47,6 +51,20 @@ struct AdamTensors {
   void* param_out = nullptr;  // optional: updated parameter written as out_dtype (RNE)
   DType out_dtype = DType::bf16;
   int64_t n = 0;
+  // S17: 16-bit states. m and v in bf16 (m16, v16 and their _in twins instead of m, v), the
+  // master in bf16 (param16 instead of param), or both. Each state is widened to f32, updated
+  // with the same arithmetic as above and rounded back once: stochastically, with 16 random
+  // bits per element from (seed, step, index_base + i) — so a resumed run, or the same
+  // element on another rank's shard, rounds the same way — or to nearest even.
+  uint16_t* m16 = nullptr;
+  uint16_t* v16 = nullptr;
+  uint16_t* param16 = nullptr;
+  const uint16_t* m16_in = nullptr;
+  const uint16_t* v16_in = nullptr;
+  const uint16_t* param16_in = nullptr;
+  bool stochastic = true;  // else round to nearest even
+  uint64_t seed = 0;
+  int64_t index_base = 0;  // the global index of element 0 (a shard's offset in the model)
 };
 
 struct AdamOptions {

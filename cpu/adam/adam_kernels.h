@@ -17,6 +17,33 @@ struct Consts {
   float step_size;     // -lr / (1 - β1^t)
   float inv_sqrt_bc2;  // 1 / sqrt(1 - β2^t)
   float eps, decay_mul, l2, grad_scale;
+  uint32_t key_lo, key_hi, key_p;  // the 16-bit states' rounding keys, from (seed, step)
+};
+
+// Gradient i widened to f32 (the scalar kernels' load).
+inline float load_grad_f32(const void* g, DType t, int64_t i) {
+  switch (t) {
+    case DType::f32:
+      return static_cast<const float*>(g)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(g)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(g)[i]);
+  }
+  return 0;
+}
+
+// The arrays an update reads: the _in twins when given (out of place), else the states.
+struct Sources {
+  const float *p, *m, *v;
+  const uint16_t *p16, *m16, *v16;
+  explicit Sources(const AdamTensors& t)
+      : p(t.param_in ? t.param_in : t.param),
+        m(t.m_in ? t.m_in : t.m),
+        v(t.v_in ? t.v_in : t.v),
+        p16(t.param16_in ? t.param16_in : t.param16),
+        m16(t.m16_in ? t.m16_in : t.m16),
+        v16(t.v16_in ? t.v16_in : t.v16) {}
 };
 
 // Updates [begin, end); returns true if a non-finite gradient was seen.
@@ -26,9 +53,32 @@ bool kernel_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Const
 bool kernel_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
 bool kernel_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
 
+// The same update on 16-bit states (AdamTensors::m16/v16/param16), bit-identical across ISAs.
+bool kernel16_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
+bool kernel16_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
+bool kernel16_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
+
+// Stochastic rounding's random bits, the same in every kernel: for global element index gi,
+//   h = fmix32(lo32(gi) ^ fmix32(hi32(gi) ^ key_hi) ^ key_lo)
+// m takes h's low 16 bits, v its high 16, and a bf16 master the high 16 of h·(key_p | 1) (an
+// odd multiplier: a bijection; one multiply, where a second fmix32 would cost two).
+// A state x rounds to bf16 as (bits(x) + r) >> 16 (NaN: f32_to_bf16's quiet NaN; ±Inf stays
+// itself): up with probability equal to the dropped fraction, so the rounding is unbiased.
+inline uint32_t fmix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x85ebca6bu;
+  x ^= x >> 13;
+  x *= 0xc2b2ae35u;
+  x ^= x >> 16;
+  return x;
+}
+
 // The bound for this access pattern (read 4 f32 arrays, write 3 back in place), used by
 // `strata bench adam`; same tiles and threads as the kernel.
 void stream_bound_avx2(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end);
 void stream_bound_avx512(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end);
+// The same with the master (p16) and/or m and v (s16) in bf16: the 16-bit update's pattern.
+void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
+void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
 
 }  // namespace strata::cpu::adam_impl

@@ -7,25 +7,13 @@
 
 namespace strata::cpu::adam_impl {
 
-static inline float load_grad(const void* g, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32:
-      return static_cast<const float*>(g)[i];
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(g)[i]);
-    case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(g)[i]);
-  }
-  return 0;
-}
-
 bool kernel_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
   bool nonfinite = false;
   const float* p_src = t.param_in ? t.param_in : t.param;
   const float* m_src = t.m_in ? t.m_in : t.m;
   const float* v_src = t.v_in ? t.v_in : t.v;
   for (int64_t i = begin; i < end; ++i) {
-    const float raw = load_grad(t.grad, t.grad_dtype, i);
+    const float raw = load_grad_f32(t.grad, t.grad_dtype, i);
     uint32_t bits;
     std::memcpy(&bits, &raw, 4);
     nonfinite |= (bits & 0x7f800000u) == 0x7f800000u;

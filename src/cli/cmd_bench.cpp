@@ -65,8 +65,10 @@ static int bench_adam_main(int argc, char** argv) {
   o.add_options()("sizes", "comma-separated parameter counts (K/M/G suffixes are binary)", str("64M,256M"))(
       "threads", "threads (0 = all)", str("0"))("repeats", "timed repetitions (the best is reported)", str("5"))(
       "isa", "auto | scalar | avx2 | avx512", str("auto"))("pin", "pin threads to physical cores")(
-      "peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))("h,help",
-                                                                                             "show this help");
+      "peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))(
+      "state-dtype", "f32 | bf16: Adam's m and v", str("f32"))("master-dtype", "f32 | bf16: the master parameters",
+                                                               str("f32"))(
+      "rounding", "stochastic | nearest: how 16-bit states round", str("stochastic"))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench adam", r)) return *done;
   bench::AdamBenchOptions b;
@@ -92,6 +94,15 @@ static int bench_adam_main(int argc, char** argv) {
     cpu::parse_adam_isa(b.isa);
     b.pin = r.count("pin") > 0;
     b.peer = r["peer"].as<std::string>();
+    b.state_dtype = r["state-dtype"].as<std::string>();
+    b.master_dtype = r["master-dtype"].as<std::string>();
+    const std::string rounding = r["rounding"].as<std::string>();
+    for (const auto& [flag, value] : {std::pair{"--state-dtype", b.state_dtype}, {"--master-dtype", b.master_dtype}})
+      if (value != "f32" && value != "bf16")
+        return usage_error("bench adam", std::string(flag) + " " + value + ": choose f32 or bf16");
+    if (rounding != "stochastic" && rounding != "nearest")
+      return usage_error("bench adam", "--rounding " + rounding + ": choose stochastic or nearest");
+    b.stochastic = rounding == "stochastic";
   } catch (const Error& e) {
     return usage_error("bench adam", e.what_failed());
   }

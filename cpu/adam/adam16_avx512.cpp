@@ -1,0 +1,96 @@
+// The 16-bit-state update on AVX-512 (adam16_impl.h): 16 lanes. The rounding is integer
+// arithmetic, not AVX512-BF16's vcvtneps2bf16, which treats denormal inputs as zero and so
+// would not match the other kernels bit for bit.
+#include <immintrin.h>
+
+#include "cpu/adam/adam16_impl.h"
+
+namespace strata::cpu::adam_impl {
+
+namespace {
+
+struct Avx512 {
+  using F = __m512;
+  using I = __m512i;
+  using Bad = __mmask16;
+  static constexpr int64_t W = 16;
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static I set1i(uint32_t x) { return _mm512_set1_epi32(int(x)); }
+  static I lane_index() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static F widen16(I b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
+  static F load16(const uint16_t* p) {
+    return widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+  }
+  static F load_grad(const void* g, DType t, int64_t i) {
+    if (t == DType::f32) return _mm512_loadu_ps(static_cast<const float*>(g) + i);
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(g) + i));
+    return t == DType::bf16 ? widen16(_mm512_cvtepu16_epi32(h)) : _mm512_cvtph_ps(h);
+  }
+  static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void store16(uint16_t* p, I b) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(b));
+  }
+  static void store_f16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F sqrt(F a) { return _mm512_sqrt_ps(a); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I bxor(I a, I b) { return _mm512_xor_si512(a, b); }
+  static I band(I a, I b) { return _mm512_and_si512(a, b); }
+  static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I srli16(I a) { return _mm512_srli_epi32(a, 16); }
+  static I fmix(I x) {
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int(0x85ebca6bu)));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 13));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int(0xc2b2ae35u)));
+    return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  }
+  static I round(F x, I r, bool stochastic) {  // as the AVX2 kernel's
+    const I u = _mm512_castps_si512(x);
+    const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    const I quiet = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
+    if (stochastic) return _mm512_srli_epi32(_mm512_mask_mov_epi32(_mm512_add_epi32(u, r), is_nan, quiet), 16);
+    const I lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const I rne = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    return _mm512_srli_epi32(_mm512_mask_mov_epi32(rne, is_nan, quiet), 16);
+  }
+  static Bad no_bad() { return 0; }
+  static Bad flag(Bad b, F raw) {
+    const I expo = _mm512_set1_epi32(0x7f800000);
+    return b | _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_castps_si512(raw), expo), expo);
+  }
+  static bool any(Bad b) { return b != 0; }
+};
+
+}  // namespace
+
+bool kernel16_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
+  return kernel16<Avx512>(t, begin, end, c);
+}
+
+void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end) {
+  // As stream_bound16_avx2, 16 lanes.
+  const __m512 a = _mm512_set1_ps(1e-7f), b = _mm512_set1_ps(2e-7f), c = _mm512_set1_ps(3e-7f);
+  const __m256i one = _mm256_set1_epi16(1);
+  auto bump16 = [&](void* x, int64_t i) {
+    auto* q = reinterpret_cast<__m256i*>(static_cast<uint16_t*>(x) + i);
+    _mm256_storeu_si256(q, _mm256_add_epi16(_mm256_loadu_si256(q), one));
+  };
+  auto fma32 = [&](void* x, int64_t i, __m512 gv, __m512 k) {
+    float* q = static_cast<float*>(x) + i;
+    _mm512_storeu_ps(q, _mm512_fmadd_ps(gv, k, _mm512_loadu_ps(q)));
+  };
+  for (int64_t i = begin; i + 16 <= end; i += 16) {
+    const __m512 x = _mm512_loadu_ps(g + i);
+    p16 ? bump16(p, i) : fma32(p, i, x, a);
+    s16 ? bump16(m, i) : fma32(m, i, x, b);
+    s16 ? bump16(v, i) : fma32(v, i, x, c);
+  }
+}
+
+}  // namespace strata::cpu::adam_impl
