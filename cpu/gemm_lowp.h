@@ -18,8 +18,8 @@
 namespace strata::cpu {
 
 // Which native path 16-bit GEMMs take, from STRATA_LOWP_GEMM, read once:
-//   unset or auto: Strata's AVX512-BF16 kernel where it beats the f32 panels (gemm_bf16_pays:
-//     AMD Zen 4/5), else the f32 panels (AVX2 only, and Intel's half-rate AVX512-BF16);
+//   unset or auto: Strata's AVX512-BF16 kernel where it beats the f32 panels (gemm_bf16_pays),
+//     else the f32 panels (AVX2 only, and the half-rate AVX512-BF16 of the Intel Xeon seen);
 //   strata: that kernel wherever the CPU has AVX512-BF16; off (or 0): always the f32 panels;
 //   onednn (or 1): oneDNN's matmul primitive where it computes natively (allocates per call).
 enum class LowpGemm { off, strata, onednn };
