@@ -23,7 +23,7 @@ bool gemm_bf16_supported();
 
 // How many times the f32 multiply-add rate this CPU's bf16 dot products reach, measured once
 // (a few ms) on register-only loops: ~2 where each vdpbf16ps issues at the vfmadd231ps rate
-// (expected on AMD Zen 4, where oneDNN's bf16 matmul ran 1.57× its sgemm), 0.50-0.57
+// (expected on the AMD EPYC seen, where oneDNN's bf16 ran the step's GEMMs ~2× its sgemm), 0.50-0.57
 // measured on the Intel Xeon without AMX seen here. Only where gemm_bf16_supported().
 double bf16_dot_speedup();
 

@@ -7,6 +7,7 @@
 
 #include "cpu/gemm_bf16.h"
 #include "cpu/omp_threads.h"
+#include "cpu/simd512.h"
 
 namespace strata::cpu {
 
@@ -19,6 +20,16 @@ inline uint16_t rne_bf16(float f) {
   std::memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays a quiet NaN
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Elements k and k+1 of a contiguous run as one bf16 pair (k+1 past K: 0).
+inline uint32_t pair_at(const uint16_t* src, int64_t k, int64_t K) {
+  uint32_t v;
+  if (k + 1 < K)
+    std::memcpy(&v, src + k, 4);
+  else
+    v = k < K ? src[k] : 0;
+  return v;
 }
 
 inline uint16_t bits_at(const GemmOperand& x, int64_t row, int64_t col) {  // stored element (row, col)
@@ -36,13 +47,7 @@ void pack_a(uint32_t* dst, const GemmOperand& A, int64_t K, int64_t m0, int64_t 
       for (int64_t r = 0; r < rows; ++r) {
         const uint16_t* src = static_cast<const uint16_t*>(A.data) + (mb + r) * A.ld;
         for (int64_t p = 0; p < kp; ++p) {
-          const int64_t k = 2 * (p0 + p);
-          uint32_t v;
-          if (k + 1 < K)
-            std::memcpy(&v, src + k, 4);
-          else
-            v = k < K ? src[k] : 0;
-          d[p * kMR + r] = v;
+          d[p * kMR + r] = pair_at(src, 2 * (p0 + p), K);
         }
       }
     } else {  // stored K×M: a pair is two rows' elements
@@ -85,13 +90,7 @@ void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, int64_t n0, int64_t nv
   for (int64_t c = 0; c < nv; ++c) {
     const uint16_t* src = static_cast<const uint16_t*>(B.data) + (n0 + c) * B.ld;
     for (int64_t p = 0; p < kp; ++p) {
-      const int64_t k = 2 * (p0 + p);
-      uint32_t v;
-      if (k + 1 < K)
-        std::memcpy(&v, src + k, 4);
-      else
-        v = k < K ? src[k] : 0;
-      d[p * kNR + c] = v;
+      d[p * kNR + c] = pair_at(src, 2 * (p0 + p), K);
     }
   }
 }
@@ -108,16 +107,6 @@ struct Epilogue {
 inline __m512 load_bias(const LowpOut& o, int64_t col, __mmask16 m) {
   if (o.bias_dtype == DType::f32) return _mm512_maskz_loadu_ps(m, static_cast<const float*>(o.bias) + col);
   return _mm512_castsi512_ps(_mm512_slli_epi32(widen16(static_cast<const uint16_t*>(o.bias) + col, m), 16));
-}
-
-// 16 lanes to bf16, rounded to nearest even; NaN stays a quiet NaN.
-inline __m256i to_bf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-  r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
-                            _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
 
 inline void store16(const Epilogue& e, __m512 v, int64_t row, int64_t col, __mmask16 m) {
@@ -141,7 +130,7 @@ inline void store16(const Epilogue& e, __m512 v, int64_t row, int64_t col, __mma
     return;
   }
   if (o.bias) v = _mm512_add_ps(v, load_bias(o, col, m));
-  _mm256_mask_storeu_epi16(static_cast<uint16_t*>(o.data) + row * o.ld + col, m, to_bf16(v));
+  _mm256_mask_storeu_epi16(static_cast<uint16_t*>(o.data) + row * o.ld + col, m, simd512::pack_bf16x16(v));
 }
 
 // The register tile: MR rows × 32 columns of f32 sums over kp pair steps.

@@ -18,15 +18,17 @@ inline __m512 load16(const bf16* p) {
 inline __m512 load16(const f16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
 inline void store16(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
-// Round to nearest even; NaN stays a quiet NaN (simd::pack_bf16x8's contract).
-inline void store16(bf16* p, __m512 v) {
+// 16 lanes rounded to bf16 (round to nearest even; NaN stays a quiet NaN: simd::pack_bf16x8's
+// contract), packed.
+inline __m256i pack_bf16x16(__m512 v) {
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
   r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q),
                             _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
+inline void store16(bf16* p, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack_bf16x16(v)); }
 inline void store16(f16* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
