@@ -272,6 +272,28 @@ TEST(DsConfig, AliasesAndAcceptedKeys) {
 // DeepSpeed's WarmupLR/WarmupDecayLR default warmup_type "log", step for step: lr 0 at the
 // first two steps (DeepSpeed sets warmup_min_lr before its first update), then
 // lr·ln(s)/ln(warmup), reaching lr at step `warmup`.
+// DeepSpeed's 16-bit optimizer states (bf16 block, 2026-05) set Strata's state dtypes; the
+// states alone, without the bf16 master DeepSpeed requires with them, are refused.
+TEST(DsConfig, Bf16MasterWeightsAndOptimizerStates) {
+  const auto m = options_of(cli::translate_ds_config(
+      write_config(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": true},
+                      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"),
+      1));
+  EXPECT_EQ(m.at("precision"), "bf16");
+  EXPECT_EQ(m.at("master-dtype"), "bf16");
+  EXPECT_EQ(m.at("optimizer-state-dtype"), "bf16");
+  const auto master_only = options_of(
+      cli::translate_ds_config(write_config(R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true,
+                               "bf16_optimizer_states": false}})"),
+                               1));
+  EXPECT_EQ(master_only.at("master-dtype"), "bf16");
+  EXPECT_EQ(master_only.count("optimizer-state-dtype"), 0u);
+  const std::string msg = error_of([&] {
+    cli::translate_ds_config(write_config(R"({"bf16": {"enabled": true, "bf16_optimizer_states": true}})"), 1);
+  });
+  EXPECT_NE(msg.find("bf16_optimizer_states without bf16_master_weights_and_grads"), std::string::npos) << msg;
+}
+
 TEST(DsConfig, LogWarmupIsDeepSpeeds) {
   LrSchedule s{1e-3, 10, 100, 0.0, LrSchedule::Decay::constant};
   s.warmup_type = LrSchedule::Warmup::log;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -54,11 +55,12 @@ struct Case {
   DType precision = DType::f32;
   double grad_clip = 1.0;
   int initial_scale_power = 16;
+  std::string moments = "f32", master = "f32", rounding = "stochastic";  // S17
   std::string name() const {
     return "stage " + std::to_string(stage) + ", accum " + std::to_string(accum) + ", optimizer " + optimizer +
            " (ratio " + std::to_string(ratio) + (speculative ? ", speculative" : ", exact") + "), param " + param +
-           ", " + std::string(dtype_name(precision)) + ", clip " + std::to_string(grad_clip) + ", " +
-           std::to_string(world->size()) + " ranks";
+           ", " + std::string(dtype_name(precision)) + ", clip " + std::to_string(grad_clip) + ", states " + moments +
+           "/" + master + " " + rounding + ", " + std::to_string(world->size()) + " ranks";
   }
 };
 
@@ -70,6 +72,9 @@ TrainOptions options_for(const Case& c, bool distributed) {
   o.initial_scale_power = c.initial_scale_power;
   o.loss_scale_window = 5;
   o.micro_batch = kGlobalBatch / c.accum / (distributed ? world->size() : 1);
+  o.optimizer_state_dtype = c.moments, o.master_dtype = c.master, o.state_rounding = c.rounding;
+  if (!distributed && (c.moments != "f32" || c.master != "f32"))  // 16-bit states live on the host
+    o.zero_stage = 1, o.offload_optimizer = "cpu";
   if (distributed) {
     o.comm = world;
     o.zero_stage = c.stage;
@@ -98,7 +103,7 @@ TrainOptions options_for(const Case& c, bool distributed) {
 const TrainResult& reference(const Case& c) {
   static std::map<std::string, TrainResult> cache;
   const std::string key = std::to_string(c.accum) + std::string(dtype_name(c.precision)) + std::to_string(c.grad_clip) +
-                          "/" + std::to_string(c.initial_scale_power);
+                          "/" + std::to_string(c.initial_scale_power) + c.moments + c.master + c.rounding;
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, train(options_for(c, false))).first;
   return it->second;
@@ -233,47 +238,70 @@ TEST(Nvme, ClippingAndOverflowOnNvme) {
 // must, for host budgets from nothing to spare (every unit re-read in every pass) to
 // generous (every unit kept in RAM from its first fetch of a step to the step's end).
 TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
-  const Case c{.stage = 3, .accum = 2, .optimizer = "nvme", .param = "nvme", .precision = DType::bf16};
-  TrainOptions o = options_for(c, true);
-  o.speculative_step = "auto";  // on NVMe with clipping on: no speculation, no redone update
-  o.steps = 3, o.keep_final_params = false;
-  const ModelSpec spec = ModelSpec::load(o.model);
-  PlanInput in = plan_input_for(spec, world->size());
-  in.sub_group_size = o.sub_group_size, in.persistence_threshold = o.param_persistence_threshold;
-  in.padded_psi = padded_param_count(spec, world->size(), o.sub_group_size);
-  in.reduce_bucket = o.reduce_bucket_size, in.allgather_bucket = o.allgather_bucket_size;
-  in.pin_buffers = o.pin_buffer_count, in.pin_buffer_bytes = int64_t(o.pin_buffer_size);
-  in.micro_batch = o.micro_batch, in.seq_len = o.seq_len, in.threads = 1, in.mixed = true;
-  in.grad_accum = o.grad_accum, in.grad_clip = o.grad_clip, in.speculative_step = o.speculative_step;
-  auto row_for = [&](double host_bytes) {
-    in.host_bytes = host_bytes;
-    return *find_plan_row(make_plan(in), 3, "nvme+param", false);
-  };
-  // The host tier without the parameter cache (a budget of 1 byte keeps none) and with all of it.
-  const double none = row_for(1).host, all = row_for(0).host;
-  ASSERT_GT(all, none) << "the plan keeps no parameters in RAM even without a budget";
-  for (double f : {0.0, 0.35, 0.7, 1.0}) {
-    o.host_mem = size_t(none + f * (all - none));
-    const PlanRow row = row_for(double(o.host_mem));
-    const TrainResult r = train(o);
-    const std::string what = "host budget " + std::to_string(o.host_mem) + " (" + std::to_string(f) +
-                             " of the cache), " + std::to_string(world->size()) + " ranks";
-    EXPECT_EQ(double(r.host_high_water), row.host) << what;
-    ASSERT_EQ(r.steps.size(), 3u);
-    EXPECT_EQ(r.speculative_redos, 0) << what;
-    for (const StepRecord& s : r.steps) {
-      const StepTimeline& t = s.timeline;
-      const std::string at = what + ", step " + std::to_string(s.step);
-      EXPECT_EQ(t.n2h_bytes, row.traffic.n2h) << at;
-      EXPECT_EQ(t.h2n_bytes, row.traffic.h2n) << at;
-      EXPECT_EQ(t.h2d_bytes, row.traffic.h2d) << at;
-      EXPECT_EQ(t.d2h_bytes, row.traffic.d2h) << at;
-    }
-    EXPECT_LE(double(row.traffic.n2h), 1.15 * double(row.traffic.min_n2h)) << what;
-    EXPECT_LE(double(row.traffic.h2n), 1.15 * double(row.traffic.min_h2n)) << what;
-    // With room for every parameter, the bound is each state and parameter once each way.
-    if (f == 1.0) {
-      EXPECT_EQ(row.traffic.min_n2h, row.traffic.min_h2n) << what;
+  uint64_t f32_excess[4] = {};
+  for (const char* states : {"f32", "bf16"}) {  // S17: and with a bf16 master, m and v
+    const bool narrow = std::string(states) != "f32";
+    const Case c{.stage = 3,
+                 .accum = 2,
+                 .optimizer = "nvme",
+                 .param = "nvme",
+                 .precision = DType::bf16,
+                 .moments = states,
+                 .master = states};
+    TrainOptions o = options_for(c, true);
+    o.speculative_step = "auto";  // on NVMe with clipping on: no speculation, no redone update
+    o.steps = 3, o.keep_final_params = false;
+    const ModelSpec spec = ModelSpec::load(o.model);
+    PlanInput in = plan_input_for(spec, world->size());
+    in.sub_group_size = o.sub_group_size, in.persistence_threshold = o.param_persistence_threshold;
+    in.padded_psi = padded_param_count(spec, world->size(), o.sub_group_size);
+    in.reduce_bucket = o.reduce_bucket_size, in.allgather_bucket = o.allgather_bucket_size;
+    in.pin_buffers = o.pin_buffer_count, in.pin_buffer_bytes = int64_t(o.pin_buffer_size);
+    in.micro_batch = o.micro_batch, in.seq_len = o.seq_len, in.threads = 1, in.mixed = true;
+    in.grad_accum = o.grad_accum, in.grad_clip = o.grad_clip, in.speculative_step = o.speculative_step;
+    in.states.master = in.states.moments = parse_dtype(states);
+    auto row_for = [&](double host_bytes) {
+      in.host_bytes = host_bytes;
+      return *find_plan_row(make_plan(in), 3, "nvme+param", false);
+    };
+    // The host tier without the parameter cache (a budget of 1 byte keeps none) and with all of it.
+    const double none = row_for(1).host, all = row_for(0).host;
+    ASSERT_GT(all, none) << "the plan keeps no parameters in RAM even without a budget";
+    for (int fi = 0; fi < 4; ++fi) {
+      const double f = std::array{0.0, 0.35, 0.7, 1.0}[size_t(fi)];
+      o.host_mem = size_t(none + f * (all - none));
+      const PlanRow row = row_for(double(o.host_mem));
+      const TrainResult r = train(o);
+      const std::string what = "host budget " + std::to_string(o.host_mem) + " (" + std::to_string(f) +
+                               " of the cache), " + std::to_string(world->size()) + " ranks, " + states + " states";
+      EXPECT_EQ(double(r.host_high_water), row.host) << what;
+      ASSERT_EQ(r.steps.size(), 3u);
+      EXPECT_EQ(r.speculative_redos, 0) << what;
+      for (const StepRecord& s : r.steps) {
+        const StepTimeline& t = s.timeline;
+        const std::string at = what + ", step " + std::to_string(s.step);
+        EXPECT_EQ(t.n2h_bytes, row.traffic.n2h) << at;
+        EXPECT_EQ(t.h2n_bytes, row.traffic.h2n) << at;
+        EXPECT_EQ(t.h2d_bytes, row.traffic.h2d) << at;
+        EXPECT_EQ(t.d2h_bytes, row.traffic.d2h) << at;
+      }
+      // f32 states: within 1.15x of the least. 16-bit states (S17) shrink the least; what the
+      // drive carries beyond it is the same bytes as with f32 states (the parameter cache's
+      // whole-unit reads), nothing of their own.
+      const uint64_t excess = row.traffic.n2h - row.traffic.min_n2h;
+      if (narrow) {
+        EXPECT_EQ(excess, f32_excess[size_t(fi)]) << what;
+      } else {
+        EXPECT_LE(double(row.traffic.n2h), 1.15 * double(row.traffic.min_n2h)) << what;
+        f32_excess[size_t(fi)] = excess;
+      }
+      EXPECT_LE(double(row.traffic.h2n), 1.15 * double(row.traffic.min_h2n)) << what;
+      // With room for every parameter, the bound is each state and parameter once each way;
+      // a bf16 master is the parameters, read for the forward pass and again by the CPU Adam
+      // (2 of every 6 bytes written).
+      if (f == 1.0) {
+        EXPECT_EQ(row.traffic.min_n2h - row.traffic.min_h2n, narrow ? row.traffic.min_h2n / 3 : 0) << what;
+      }
     }
   }
 }
@@ -376,6 +404,102 @@ TEST(Offload, HostBudgetIsEnforcedWithAClearError) {
   }
 }
 
+// S17: 16-bit optimizer states. Their rounding draws on (seed, step, model-flat index), so
+// neither the tier (RAM or NVMe), the speculative or exact update, clipping's redo nor
+// parameter offload changes a bit: on one rank every such run at stages 1-3 equals the
+// stage-1 run, losses and final parameters bit for bit; on N ranks the runs that reduce
+// gradients alike (stages 2-3, reduce-scatter) equal each other bit for bit. Against one
+// rank, N ranks add their reduction's rounding as f32 states do, and a 16-bit state turns
+// such a difference into a different rounding now and then: the losses agree within 2e-3
+// and the parameters within 0.3% (relative rms; 1 bf16 ulp is 0.4%).
+void expect_bitwise(const TrainResult& a, const TrainResult& b, const std::string& what) {
+  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
+  for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(b.steps[i].loss, a.steps[i].loss) << what << ", step " << i + 1;
+  EXPECT_EQ(a.final_params, b.final_params) << what << ": final parameters differ";
+}
+
+TrainResult expect_same_bits(const Case& c, const TrainResult* peer = nullptr) {
+  const TrainResult& a = reference(c);
+  TrainResult b = train(options_for(c, true));
+  EXPECT_EQ(b.steady_state_allocations, 0u) << c.name();
+  if (world->size() == 1) {
+    expect_bitwise(a, b, c.name());
+  } else {
+    for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i)
+      EXPECT_NEAR(b.steps[i].loss, a.steps[i].loss, 2e-3) << c.name() << ", step " << i + 1;
+    double se = 0, sr = 0;
+    for (size_t i = 0; i < a.final_params.size(); ++i) {
+      const double d = double(b.final_params[i]) - a.final_params[i];
+      se += d * d, sr += double(a.final_params[i]) * a.final_params[i];
+    }
+    EXPECT_LE(std::sqrt(se / sr), 3e-3) << c.name() << ": final parameters' relative rms difference from one rank";
+    if (peer) expect_bitwise(*peer, b, c.name() + " against stage 2 on as many ranks");
+  }
+  return b;
+}
+
+TEST(StateDtype, SixteenBitStatesGiveTheSameBitsInEveryStageAndTier) {
+  for (const auto& [moments, master] :
+       {std::pair{"bf16", "f32"}, std::pair{"bf16", "bf16"}, std::pair{"f32", "bf16"}}) {
+    const DType p = DType::bf16;
+    expect_same_bits({.stage = 1, .accum = 2, .precision = p, .moments = moments, .master = master});
+    const TrainResult s2 =
+        expect_same_bits({.stage = 2, .accum = 2, .precision = p, .moments = moments, .master = master});
+    expect_same_bits({.stage = 3, .accum = 2, .precision = p, .moments = moments, .master = master}, &s2);
+    expect_same_bits(
+        {.stage = 2, .accum = 2, .optimizer = "nvme", .precision = p, .moments = moments, .master = master}, &s2);
+    expect_same_bits(
+        {.stage = 2, .accum = 2, .speculative = false, .precision = p, .moments = moments, .master = master}, &s2);
+    expect_same_bits({.stage = 3, .accum = 2, .param = "cpu", .precision = p, .moments = moments, .master = master},
+                     &s2);
+    expect_same_bits({.stage = 3,
+                      .accum = 2,
+                      .optimizer = "nvme",
+                      .param = "nvme",
+                      .precision = p,
+                      .moments = moments,
+                      .master = master},
+                     &s2);
+    const TrainResult redo =
+        expect_same_bits({.stage = 2, .precision = p, .grad_clip = 0.05, .moments = moments, .master = master});
+    EXPECT_EQ(redo.speculative_redos, 20);
+  }
+  // bf16 m and v under f32 compute, and rounding to nearest.
+  expect_same_bits({.stage = 2, .moments = "bf16"});
+  expect_same_bits({.stage = 3,
+                    .optimizer = "nvme",
+                    .precision = DType::bf16,
+                    .moments = "bf16",
+                    .master = "bf16",
+                    .rounding = "nearest"});
+}
+
+// The host holds master, m and v in the bytes their dtypes say, and the drive moves each
+// once each way per step: 12, 8 and 6 B per element for f32, bf16 m and v, and all bf16.
+// (strata plan's bytes for these layouts: Nvme.StepTrafficIsThePlans… below.)
+TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
+  Case c{.stage = 2, .precision = DType::bf16};
+  const auto host = [&] { return train(options_for(c, true)).host_bytes; };
+  const size_t f = host();
+  c.moments = "bf16";
+  const size_t h = host();
+  c.master = "bf16";
+  const size_t b = host();
+  EXPECT_GT(h, b);
+  EXPECT_EQ(f - h, 2 * (h - b)) << "two copies: 4 B of m and v per element, then 2 B of master";
+  c = {.stage = 2, .optimizer = "nvme", .speculative = false, .precision = DType::bf16};
+  uint64_t n2h[3], h2n[3];
+  for (int k = 0; k < 3; ++k) {
+    c.moments = k ? "bf16" : "f32", c.master = k == 2 ? "bf16" : "f32";
+    const StepTimeline t = train(options_for(c, true)).steps.back().timeline;
+    n2h[k] = t.n2h_bytes, h2n[k] = t.h2n_bytes;
+  }
+  EXPECT_GT(n2h[2], 0u);
+  EXPECT_EQ(2 * n2h[0], 3 * n2h[1]) << "12 : 8 B per element";
+  EXPECT_EQ(n2h[0], 2 * n2h[2]) << "12 : 6 B per element";
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(n2h[k], h2n[k]) << "read once, written once";
+}
+
 TEST(Offload, BadCombinationsAreRefused) {
   TrainOptions o = options_for({.stage = 0}, true);
   EXPECT_THROW(train(o), Error) << "stage 0 has no partitioned optimizer to offload";
@@ -383,6 +507,12 @@ TEST(Offload, BadCombinationsAreRefused) {
   EXPECT_THROW(train(o), Error) << "parameters are offloaded only at stage 3";
   o = options_for({.stage = 3, .param = "cpu", .ratio = 0.5}, true);
   EXPECT_THROW(train(o), Error) << "parameter offload needs the whole optimizer on the host";
+  o = options_for({.stage = 2, .ratio = 0.5, .precision = DType::bf16, .moments = "bf16"}, true);
+  EXPECT_THROW(train(o), Error) << "16-bit states need the whole optimizer on the host";
+  o = options_for({.stage = 2, .optimizer = "none", .precision = DType::bf16, .master = "bf16"}, true);
+  EXPECT_THROW(train(o), Error) << "16-bit states need the whole optimizer on the host";
+  o = options_for({.stage = 2, .precision = DType::f32, .master = "bf16"}, true);
+  EXPECT_THROW(train(o), Error) << "a bf16 master needs bf16 compute";
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ struct Config {
   std::string optimizer = "none", param = "none";
   std::string model = "configs/gpt2-tiny-bytes.json";
   std::string data = "data/default.txt";
+  std::string states = "f32";  // S17: m, v (and with a bf16 compute dtype the master) in this dtype
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -97,6 +98,12 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
       {"Llama, stage 1 f32, optimizer in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/llama-tiny-bytes.json"},
       {"Llama, stage 2 f32 accum 2, masked JSONL records", 2, DType::f32, 2, "none", "none",
        "configs/llama-tiny-bytes.json", "data/sft-tiny.jsonl"},
+      {"stage 2 bf16, bf16 master, m and v in host RAM", 2, DType::bf16, 2, "cpu", "none",
+       "configs/gpt2-tiny-bytes.json", "data/default.txt", "bf16"},
+      {"Llama, stage 3 bf16, bf16 master, m and v and parameters on NVMe", 3, DType::bf16, 1, "nvme", "nvme",
+       "configs/llama-tiny-bytes.json", "data/default.txt", "bf16"},
+      {"stage 1 f32, bf16 m and v in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/gpt2-tiny-bytes.json",
+       "data/default.txt", "bf16"},
   };
   for (const Config& c : cases) {
     const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
@@ -108,6 +115,8 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
     o.sub_group_size = 700, o.reduce_bucket_size = 1500, o.allgather_bucket_size = 2500;
     o.param_persistence_threshold = 300;
     o.offload_optimizer = c.optimizer, o.offload_param = c.param;
+    o.optimizer_state_dtype = c.states;
+    if (c.precision != DType::f32) o.master_dtype = c.states;
     if (c.precision == DType::f16) o.initial_scale_power = 30, o.loss_scale_window = 3;  // overflows, then grows
     if (c.optimizer == "nvme") {
       o.nvme_path = dir + "_nvme_r" + std::to_string(world->rank());
@@ -185,6 +194,43 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
       fs::remove_all(dir), fs::remove_all(back), fs::remove_all(dir + "_ref");
     }
     world->barrier();
+  }
+}
+
+// S17: a checkpoint holds f32 states (a bf16 state widened, exactly), so a run resumes with
+// other state dtypes, at another stage: the first resumed step's loss is the writer's own
+// next loss bit for bit (a bf16 master and the bf16 compute copy are both the f32 master
+// rounded to nearest, and a widened bf16 master narrows back to itself), and the run goes on
+// to the writer's losses within the 16-bit states' resolution.
+TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
+  for (const auto& [from, to] : {std::pair{"f32", "bf16"}, std::pair{"bf16", "f32"}}) {
+    const std::string dir = shared_dir(std::string("dtypes_") + from);
+    TrainOptions w = base(dir);
+    w.precision = DType::bf16, w.zero_stage = 2, w.offload_optimizer = "cpu";
+    w.sub_group_size = 700, w.reduce_bucket_size = 1500, w.allgather_bucket_size = 2500;
+    w.pin_buffer_count = 3, w.pin_buffer_size = 4096;
+    w.optimizer_state_dtype = w.master_dtype = from;
+    TrainOptions ref = w;
+    ref.out = dir + "_ref";
+    const TrainResult a = train(ref);
+    w.save_every = 4;
+    w.on_step_begin = [](int64_t step) {
+      if (step == 5) throw Interrupted();
+    };
+    EXPECT_THROW(train(w), Interrupted);
+    TrainOptions r = w;
+    r.on_step_begin = nullptr, r.resume = true;
+    r.zero_stage = 3, r.offload_param = "cpu", r.param_persistence_threshold = 300;
+    r.optimizer_state_dtype = r.master_dtype = to;
+    const TrainResult b = train(r);
+    const std::string what = std::string(from) + " states -> " + to + ", " + std::to_string(world->size()) + " ranks";
+    ASSERT_EQ(b.resumed_from, 4) << what;
+    ASSERT_EQ(b.steps.size(), 4u) << what;
+    EXPECT_EQ(b.steps[0].loss, a.steps[4].loss) << what << ": the first resumed step";
+    for (size_t i = 1; i < b.steps.size(); ++i)
+      EXPECT_NEAR(b.steps[i].loss, a.steps[4 + i].loss, 5e-3) << what << ", step " << 5 + i;
+    world->barrier();
+    if (world->rank() == 0) fs::remove_all(dir), fs::remove_all(dir + "_ref");
   }
 }
 

@@ -25,7 +25,9 @@ constexpr const char* kSharedWithTrain[] = {"micro-batch",
                                             "prefetch-depth",
                                             "grad-accum",
                                             "grad-clip",
-                                            "speculative-step"};
+                                            "speculative-step",
+                                            "optimizer-state-dtype",
+                                            "master-dtype"};
 // Bytes per step over each tier edge for the offloading rows (checkpointing moves the same),
 // and the least each edge must carry (zero::StepTraffic): what metrics.jsonl's "bytes" will say.
 void print_traffic(const std::vector<PlanRow>& rows) {
@@ -131,6 +133,10 @@ int plan_main(int argc, char** argv) {
     in.grad_accum = int(shared.grad_accum);
     in.grad_clip = shared.grad_clip;
     in.speculative_step = shared.speculative_step;
+    in.states.moments = parse_dtype(shared.optimizer_state_dtype);
+    in.states.master = parse_dtype(shared.master_dtype);
+    if (in.states.master != DType::f32 && prec != "bf16")
+      return usage_error("plan", "--master-dtype bf16 needs --precision bf16 (a bf16 master is the compute copy too)");
     in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");
     if (in.ranks_per_node < 0 || (in.ranks_per_node > 0 && in.ranks % in.ranks_per_node != 0))
       return usage_error("plan", "--ranks-per-node must divide --ranks (or be 0: one node)");
@@ -170,8 +176,14 @@ int plan_main(int argc, char** argv) {
   }
   const std::vector<PlanRow> rows = make_plan(in);
   const double GB = 1e9;
-  std::printf("strata plan: %.4g parameters, %d rank(s), %s%s\n\n", in.psi, in.ranks,
-              in.mixed ? "mixed precision (K = 12)" : "f32",
+  const bool narrow = in.states.narrow();
+  std::string states_note;
+  if (narrow)
+    states_note = ", offloaded optimizer states: master " + std::string(dtype_name(in.states.master)) +
+                  ", m and v " + std::string(dtype_name(in.states.moments)) +
+                  " (K = " + std::to_string(in.states.master_bytes() + 2 * in.states.moment_bytes()) + ")";
+  std::printf("strata plan: %.4g parameters, %d rank(s), %s%s%s\n\n", in.psi, in.ranks,
+              in.mixed ? "mixed precision (K = 12)" : "f32", states_note.c_str(),
               in.model ? "" : " (model states only: give --model for activations and step time)");
   for (const std::string& m : measured) std::printf("measured: %s\n", m.c_str());
   if (!measured.empty()) std::printf("\n");
@@ -179,6 +191,10 @@ int plan_main(int argc, char** argv) {
   for (int stage = 0; stage <= 3; ++stage) {
     const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);
     std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
+    if (narrow && stage > 0) {  // the offloaded rows' states
+      const ModelStates h = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed, in.states);
+      std::printf(" (%.1f GB offloaded with 16-bit states)", (h.params + h.grads + h.optim) / GB);
+    }
   }
   std::printf("\n\n");
   std::printf("%-5s %-11s %-5s %10s %10s %10s %10s %10s %10s %10s %5s %9s\n", "stage", "offload", "ckpt", "params GB",

@@ -255,6 +255,21 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     Block b(*v, name, path, notes);
     if (const json* e = b.get("enabled")) bf16 = bf16 || b.boolean("enabled", *e);
     b.accept("immediate_grad_update", "Strata applies the update once per step");
+    // DeepSpeed's 16-bit optimizer states (2026-05): a bf16 master and gradients, and bf16 m
+    // and v on top of it. Strata's gradients are already in the compute dtype; its bf16
+    // states round stochastically unless --state-rounding nearest (DeepSpeed's rounding).
+    if (const json* e = b.get("bf16_master_weights_and_grads"))
+      if (b.boolean("bf16_master_weights_and_grads", *e))
+        set("master-dtype", "bf16", path + ": " + name + ".bf16_master_weights_and_grads");
+    if (const json* e = b.get("bf16_optimizer_states"))
+      if (b.boolean("bf16_optimizer_states", *e)) {
+        const json* master = b.get("bf16_master_weights_and_grads");
+        STRATA_CHECK(master && master->is_boolean() && master->get<bool>(),
+                     "config '" + path + "': " + name + ".bf16_optimizer_states without bf16_master_weights_and_grads",
+                     "DeepSpeed requires both; Strata's --optimizer-state-dtype bf16 alone keeps an f32 master: "
+                     "enable bf16_master_weights_and_grads too, or pass --optimizer-state-dtype bf16 instead");
+        set("optimizer-state-dtype", "bf16", path + ": " + name + ".bf16_optimizer_states");
+      }
     // fp16's loss-scaling keys copied into bf16 blocks: DeepSpeed ignores them for bf16.
     for (const char* k : {"loss_scale", "loss_scale_window", "hysteresis", "min_loss_scale", "initial_scale_power"})
       b.accept(k, "bf16 needs no loss scaling (DeepSpeed ignores it too)");

@@ -314,6 +314,18 @@ std::vector<TrainOption> make_options() {
                    "auto | true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host "
                    "states) | false: after the norm (auto: true unless the states are on NVMe and --grad-clip is on)",
                    {"auto", "true", "false"}));
+  v.push_back(text("optimizer-state-dtype", &O::optimizer_state_dtype,
+                   "f32 | bf16: Adam's m and v (bf16: 4 B per parameter instead of 8; needs the whole optimizer "
+                   "offloaded)",
+                   {"f32", "bf16"}, "bf16.bf16_optimizer_states"));
+  v.push_back(text("master-dtype", &O::master_dtype,
+                   "f32 | bf16: the master parameters (bf16: with --precision bf16 they are the compute copy too; "
+                   "needs the whole optimizer offloaded)",
+                   {"f32", "bf16"}, "bf16.bf16_master_weights_and_grads"));
+  v.push_back(text("state-rounding", &O::state_rounding,
+                   "stochastic | nearest: how bf16 optimizer states are rounded (stochastic: from the seed, step "
+                   "and element, so resume and any rank count give the same bits)",
+                   {"stochastic", "nearest"}));
   v.push_back(integer("pin-buffer-count", &O::pin_buffer_count, "page-locked staging buffers", 1, 4096, false,
                       "zero_optimization.offload_optimizer.buffer_count"));
   v.push_back(bytes("pin-buffer-size", &O::pin_buffer_size, "bytes per staging buffer", 4096, 1,

@@ -13,21 +13,24 @@
 
 namespace strata {
 
-ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed) {
+ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed,
+                              const zero::StateFormat& states) {
   const double part = (padded_psi > 0 ? padded_psi : psi) / ranks;
   // Mixed: 2-byte compute params and grads, f32 master + m + v (K = 12). f32: the master is
   // the parameter (4 B), 4-byte grads, m + v (8 B), and partitioned stages keep a separate
-  // f32 master shard beside the replicated parameters (the engine's layout).
+  // f32 master shard beside the replicated parameters (the engine's layout). S17: a bf16
+  // master is 2 B and bf16 m + v 4 B (K = 6 with both).
   const double p = mixed ? 2 : 4, g = mixed ? 2 : 4;
+  const double w = double(states.master_bytes()), mv = 2.0 * double(states.moment_bytes());
   switch (stage) {
     case 0:
-      return {mixed ? (p + 4) * psi : p * psi, g * psi, 8 * psi};
+      return {mixed ? (p + w) * psi : p * psi, g * psi, mv * psi};
     case 1:
-      return {p * psi + 4 * part, g * psi, 8 * part};
+      return {p * psi + w * part, g * psi, mv * part};
     case 2:
-      return {p * psi + 4 * part, g * part, 8 * part};
+      return {p * psi + w * part, g * part, mv * part};
     default:  // f32: the partitioned master is the parameter
-      return {mixed ? (p + 4) * part : p * part, g * part, 8 * part};
+      return {mixed ? (p + w) * part : p * part, g * part, mv * part};
   }
 }
 
@@ -166,10 +169,19 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
         if (!in.model && ckpt) continue;  // no shape: activations unknown
         PlanRow r;
         r.stage = stage, r.offload = o, r.checkpointing = ckpt;
-        const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed);
+        // 16-bit states are the CPU Adam's: only offloading rows have them (a bf16 master
+        // only with 16-bit compute).
+        zero::StateFormat states;
+        if (o != "none") {
+          states.moments = in.states.moments;
+          if (in.mixed) states.master = in.states.master;
+        }
+        const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed, states);
         r.params = ms.params, r.grads = ms.grads, r.optim = ms.optim;
-        double dev = 0, host = 0, nvme = 0;
         const double elem = in.mixed ? 2 : 4;
+        // With parameters offloaded, a 16-bit master is the compute shard itself.
+        if (o.ends_with("+param") && in.mixed && states.master != DType::f32) r.params -= elem * part;
+        double dev = 0, host = 0, nvme = 0;
         if (in.model) {
           // Exactly what the engine and the model allocate (both check it), plus the op scratch.
           zero::ZeroOptions zo;
@@ -177,6 +189,7 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           zo.offload_optimizer = o != "none", zo.offload_param = o.ends_with("+param"), zo.nvme = o.starts_with("nvme");
           zo.sub_group_size = in.sub_group_size, zo.param_persistence_threshold = in.persistence_threshold;
           zo.prefetch_depth = in.prefetch_depth;
+          zo.states = states;
           zo.speculative_step = zero::speculative_step_for(in.speculative_step, zo.nvme, in.grad_clip);
           if (stage == 3) zo.hpz_partition_size = in.hpz_partition_size;
           const DType dt = in.mixed ? DType::bf16 : DType::f32;
@@ -200,12 +213,13 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           const double link = double(r.traffic.d2h + r.traffic.h2d) / in.link_bw;
           const double disk = double(r.traffic.n2h + r.traffic.h2n) / in.nvme_bw;
           // CPU Adam: master, m, v, grad in; master, m, v, param out.
-          const double adam = o != "none" ? part * 32 / in.host_bw : 0;
+          const double state_bytes = double(states.master_bytes() + 2 * states.moment_bytes());
+          const double adam = o != "none" ? part * (2 * state_bytes + 2 * elem) / in.host_bw : 0;
           r.step_s = std::max({compute, comm, link, adam, disk});
         } else {
           // Parameters alone: the paper's model states; offload moves the f32 master, m and v
           // (and, with parameters, the stage-3 compute shards) off the device.
-          const double master = in.mixed || stage < 3 ? 4 * part : 0;
+          const double master = in.mixed || stage < 3 ? double(states.master_bytes()) * part : 0;
           dev = r.params + r.grads + r.optim;
           if (o != "none") {
             dev -= r.optim + master;
@@ -213,8 +227,8 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
             host += buffers;
           }
           if (o.ends_with("+param")) {
-            dev -= elem * part;
-            (o.starts_with("cpu") ? host : nvme) += elem * part;
+            dev -= elem * part;  // a 16-bit master is already these parameters
+            if (states.master == DType::f32 || !in.mixed) (o.starts_with("cpu") ? host : nvme) += elem * part;
           }
         }
         r.device = dev, r.host = host, r.nvme = nvme;

@@ -20,6 +20,7 @@
 #include "model/model_spec.h"
 #include "zero/defaults.h"
 #include "zero/step_traffic.h"
+#include "zero/zero_options.h"
 
 namespace strata {
 
@@ -47,6 +48,9 @@ struct PlanInput {
   int grad_accum = 1;
   double grad_clip = 1.0;
   std::string speculative_step = "auto";
+  // S17: the offloaded optimizer's state dtypes (--master-dtype, --optimizer-state-dtype);
+  // rows that keep the optimizer on the device keep f32 states, as the engine does.
+  zero::StateFormat states;
 };
 
 struct PlanRow {
@@ -68,7 +72,9 @@ struct PlanRow {
 struct ModelStates {
   double params, grads, optim;
 };
-ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed);
+// states: the optimizer's dtypes (f32 by default); a bf16 master costs 2 B, bf16 m and v 4 B.
+ModelStates plan_model_states(int stage, double psi, double padded_psi, int ranks, bool mixed,
+                              const zero::StateFormat& states = {});
 
 // Throughputs measured by `strata bench` (its final JSON lines, e.g. `strata bench nvme >
 // bench.jsonl`): model → device FLOP/s (bf16 row in mixed precision, else f32), comm →

@@ -92,6 +92,10 @@ zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec
   zo.offload_ratio = opts.offload_ratio;
   zo.speculative_step = zero::speculative_step_for(opts.speculative_step, zo.nvme, opts.grad_clip);
   zo.host_threads = std::max(1, host_threads);
+  zo.states.moments = parse_dtype(opts.optimizer_state_dtype);
+  zo.states.master = parse_dtype(opts.master_dtype);
+  zo.states.stochastic = opts.state_rounding == "stochastic";
+  zo.states.seed = opts.seed;
   return zo;
 }
 

@@ -23,6 +23,7 @@ class AdamW {
   struct Group {
     int64_t offset, count;
     bool decay;
+    int64_t index = 0;  // the model-flat index of element `offset` (16-bit states' rounding)
   };
   // One step on device memory, by the backend's fused AdamW on its compute stream: params
   // (f32 master) updated in place; if compute_out is given, the updated parameters are

@@ -54,6 +54,18 @@ void check_zero_options(const ZeroOptions& o, int world) {
   STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
                "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
+  // S17: 16-bit states live with the CPU Adam (the device's AdamW keeps f32 ones).
+  const StateFormat& f = o.states;
+  STRATA_CHECK(
+      (f.master == DType::f32 || f.master == DType::bf16) && (f.moments == DType::f32 || f.moments == DType::bf16),
+      "--master-dtype " + std::string(dtype_name(f.master)) + " / --optimizer-state-dtype " +
+          std::string(dtype_name(f.moments)),
+      "optimizer states are f32 or bf16");
+  STRATA_CHECK(!f.narrow() || (o.offload_optimizer && o.offload_ratio == 1.0),
+               "--master-dtype " + std::string(dtype_name(f.master)) + " --optimizer-state-dtype " +
+                   std::string(dtype_name(f.moments)) + " without the whole optimizer on the host",
+               "16-bit optimizer states are updated by the CPU Adam: add --offload-optimizer cpu (or nvme) and "
+               "--offload-ratio 1 (the device's optimizer keeps f32 states)");
   const int K = o.hpz_partition_size;
   STRATA_CHECK(K >= 1 && world % K == 0,
                "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world) + " ranks",
@@ -83,10 +95,15 @@ int64_t EnginePlan::unit_shard_end(int unit) const {
 EnginePlan plan_engine(const EnginePlanInput& in) {
   const ZeroOptions& o = in.options;
   check_zero_options(o, in.world);
+  STRATA_CHECK(o.states.master == DType::f32 || o.states.master == in.compute,
+               "--master-dtype " + std::string(dtype_name(o.states.master)) + " with --precision " +
+                   std::string(dtype_name(in.compute)),
+               "a bf16 master is the bf16 compute copy too: train with --precision bf16, or keep --master-dtype f32");
   EnginePlan p;
   p.policy = StagePolicy::for_stage(o.stage);
   p.world = in.world;
   p.compute = in.compute;
+  p.states = o.states;
   p.unit_sizes = in.unit_sizes;
   const StagePolicy& pol = p.policy;
   const bool mixed = in.compute != DType::f32, distributed = in.world > 1;
@@ -121,7 +138,7 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
   p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
   if (o.offload_optimizer)
     p.host = host_optimizer_sizes(int64_t(shard) - p.host_begin, in.compute, o.offload_param, o.speculative_step,
-                                  o.nvme, p.chunk_elements, in.nvme_block);
+                                  o.nvme, p.chunk_elements, in.nvme_block, o.states);
 
   // Gradients: full (stages 0-1; f32 runs without partitioning write them in place), and
   // the device's part of the shard with its master. In f32 runs the master doubles as the

@@ -10,38 +10,60 @@
 namespace strata::zero {
 
 HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
-                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block) {
+                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block,
+                                        const StateFormat& format) {
   const uint64_t n = uint64_t(std::max<int64_t>(elements, 0)), esz = dtype_size(compute_dtype);
-  const bool keep = keep_compute && compute_dtype != DType::f32;
+  const uint64_t msz = format.master_bytes(), ssz = format.moment_bytes();
   HostOptimizerSizes z;
+  // A bf16 master is the bf16 parameters: nothing to keep beside it.
+  z.keep = keep_compute && compute_dtype != DType::f32 && format.master != compute_dtype;
   z.copies = speculative || nvme ? 2 : 1;
   z.grads = n * esz;
   if (nvme) {
     const auto round_up = [&](uint64_t b) { return (b + nvme_block - 1) / nvme_block * nvme_block; };
-    z.region[0] = round_up(n * 4);
-    z.region[1] = keep ? round_up(n * esz) : 0;
-    z.nvme_bytes = uint64_t(z.copies) * (3 * z.region[0] + z.region[1]);
-    z.swap = 3 * uint64_t(chunk_elements) * (12 + esz);  // a slot: one chunk's master, m, v, parameters
+    z.region[0] = round_up(n * msz);
+    z.region[1] = round_up(n * ssz);
+    z.region[2] = z.keep ? round_up(n * esz) : 0;
+    z.nvme_bytes = uint64_t(z.copies) * (z.region[0] + 2 * z.region[1] + z.region[2]);
+    z.swap = 3 * uint64_t(chunk_elements) * (msz + 2 * ssz + esz);  // a slot: one chunk's master, m, v, parameters
     z.bounce = uint64_t(chunk_elements) * 4;
   } else {
-    z.states = uint64_t(z.copies) * 12 * n;
-    z.compute = keep ? n * esz : 0;
+    z.states = uint64_t(z.copies) * (msz + 2 * ssz) * n;
+    z.compute = z.keep ? n * esz : 0;
   }
   return z;
 }
 
+namespace {
+
+// Zero-fills a state buffer with the CPU Adam's tile partition (first touch by the thread
+// that streams it); an odd count of 16-bit elements is zeroed plainly.
+void touch_state(Buffer& b, const cpu::AdamOptions& o) {
+  if (b.bytes() % 4 == 0)
+    cpu::first_touch_zero(b.as<float>(), int64_t(b.bytes() / 4), o);
+  else
+    b.zero();
+}
+
+}  // namespace
+
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                              AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
-                             const io::NvmeOptions* nvme, int rank, int64_t chunk_elements)
+                             const io::NvmeOptions* nvme, int rank, int64_t chunk_elements, const StateFormat& format)
     : cfg_(config),
+      fmt_(format),
       begin_(begin),
       end_(end),
       speculative_(speculative),
       compute_dtype_(compute_dtype),
-      keep_compute_(keep_compute && compute_dtype != DType::f32) {
+      keep_compute_(keep_compute && compute_dtype != DType::f32 && format.master != compute_dtype) {
+  STRATA_CHECK(fmt_.master == DType::f32 || fmt_.master == compute_dtype,
+               "HostOptimizer: a " + std::string(dtype_name(fmt_.master)) + " master with " +
+                   std::string(dtype_name(compute_dtype)) + " compute",
+               "this is a bug in the caller: plan_engine refuses it");
   for (const AdamW::Group& g : groups) {
     const int64_t lo = std::max(g.offset, begin), hi = std::min(g.offset + g.count, end);
-    if (hi > lo) groups_.push_back({lo - begin, hi - lo, g.decay});
+    if (hi > lo) groups_.push_back({lo - begin, hi - lo, g.decay, g.index + (lo - g.offset)});
   }
   // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
   // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
@@ -56,10 +78,12 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     STRATA_CHECK(chunk_elements > 0 && size_t(chunk_elements) * 2 % block == 0,
                  "NVMe swap chunks of " + std::to_string(chunk_elements) + " elements",
                  "this is a bug in the engine: chunks must be block-aligned");
-    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute_, speculative, true, chunk_elements, block);
+    sizes_ =
+        host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, true, chunk_elements, block, fmt_);
     file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", sizes_.nvme_bytes);
   } else {
-    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute_, speculative, false, chunk_elements, 0);
+    sizes_ =
+        host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, false, chunk_elements, 0, fmt_);
   }
   grads_ = tm.allocate(Tier::host, sizes_.grads, "host:grads");
   grads_.zero();
@@ -68,10 +92,11 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     swap_ = tm.allocate(Tier::host, sizes_.swap, "host:nvme_swap", true);
     for (int s = 0; s < 3; ++s) {
       char* base = static_cast<char*>(swap_.data()) + size_t(s) * slot;
-      slots_[s].master = reinterpret_cast<float*>(base);
-      slots_[s].m = slots_[s].master + chunk_elements;
-      slots_[s].v = slots_[s].m + chunk_elements;
-      slots_[s].params = reinterpret_cast<char*>(slots_[s].v + chunk_elements);
+      const size_t ce = size_t(chunk_elements);
+      slots_[s].master = base;
+      slots_[s].m = slots_[s].master + ce * size_of(0);
+      slots_[s].v = slots_[s].m + ce * size_of(1);
+      slots_[s].params = slots_[s].v + ce * size_of(2);
     }
     bounce_ = tm.allocate(Tier::host, sizes_.bounce, "host:nvme_bounce", true);
     return;
@@ -79,12 +104,10 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
   const size_t n = size_t(std::max<int64_t>(end - begin, 0));
   for (int c = 0; c < sizes_.copies; ++c) {
     const std::string tag = sizes_.copies > 1 ? (c ? ":b" : ":a") : "";
-    master_[c] = tm.allocate(Tier::host, n * 4, "host:master" + tag);
-    m_[c] = tm.allocate(Tier::host, n * 4, "host:adam_m" + tag);
-    v_[c] = tm.allocate(Tier::host, n * 4, "host:adam_v" + tag);
-    cpu::first_touch_zero(m_[c].as<float>(), int64_t(n), cfg_.kernel);
-    cpu::first_touch_zero(v_[c].as<float>(), int64_t(n), cfg_.kernel);
-    cpu::first_touch_zero(master_[c].as<float>(), int64_t(n), cfg_.kernel);
+    master_[c] = tm.allocate(Tier::host, n * size_of(0), "host:master" + tag);
+    m_[c] = tm.allocate(Tier::host, n * size_of(1), "host:adam_m" + tag);
+    v_[c] = tm.allocate(Tier::host, n * size_of(2), "host:adam_v" + tag);
+    for (Buffer* b : {&m_[c], &v_[c], &master_[c]}) touch_state(*b, cfg_.kernel);
   }
   if (sizes_.compute > 0) {
     compute_ = tm.allocate(Tier::host, sizes_.compute, "host:params_compute");
@@ -117,18 +140,32 @@ io::NvmeQueue& HostOptimizer::queue() {
 }
 
 uint64_t HostOptimizer::region(int kind, int copy) const {
-  const uint64_t per_copy = 3 * sizes_.region[0] + sizes_.region[1];
-  return uint64_t(copy) * per_copy + uint64_t(std::min(kind, 3)) * sizes_.region[0];
+  const uint64_t* r = sizes_.region;
+  const uint64_t per_copy = r[0] + 2 * r[1] + r[2];
+  const uint64_t within = kind == 0 ? 0 : r[0] + uint64_t(std::min(kind, 3) - 1) * r[1];
+  return uint64_t(copy) * per_copy + within;
+}
+
+void HostOptimizer::master_to_compute(void* dst, const void* master, int64_t n) const {
+  if (fmt_.master == compute_dtype_)
+    std::memcpy(dst, master, size_t(n) * dtype_size(compute_dtype_));
+  else  // an f32 master (a bf16 one comes only with bf16 compute)
+    cpu::convert_from_f32(dst, compute_dtype_, static_cast<const float*>(master), size_t(n));
 }
 
 // ---- the committed master and parameters, by range (start-up, export, fetches)
 
-int64_t HostOptimizer::alignment() const { return file_ ? int64_t(file_->block_size() / 4) : 1; }
+int64_t HostOptimizer::alignment() const {
+  // The narrowest state decides: lo · its size must fall on a block.
+  return file_ ? int64_t(file_->block_size() / std::min(size_of(0), size_of(1))) : 1;
+}
 
 void HostOptimizer::write_state(int kind, int64_t lo, int64_t hi, const float* src) {
   Buffer* ram = kind == 0 ? master_ : kind == 1 ? m_ : v_;
-  if (!file_) {
-    std::memcpy(ram[cur_].as<float>() + (lo - begin_), src, size_t(hi - lo) * 4);
+  const DType dt = dtype_of(kind);
+  const size_t sz = dtype_size(dt);
+  if (!file_) {  // f32 is copied; bf16 is rounded to nearest (a widened bf16 comes back exactly)
+    cpu::convert_from_f32(static_cast<char*>(ram[cur_].data()) + size_t(lo - begin_) * sz, dt, src, size_t(hi - lo));
     return;
   }
   // Through the bounce buffer (the source need not be aligned), chunk by chunk. Only the
@@ -137,27 +174,30 @@ void HostOptimizer::write_state(int kind, int64_t lo, int64_t hi, const float* s
   const int64_t most = int64_t(bounce_.bytes() / 4);
   for (int64_t a = lo; a < hi; a += most) {
     const int64_t n = std::min(most, hi - a);
-    const size_t bytes = file_->align(uint64_t(n) * 4);
+    const size_t bytes = file_->align(uint64_t(n) * sz);
     std::memset(bounce_.data(), 0, bytes);
-    std::memcpy(bounce_.data(), src + (a - lo), size_t(n) * 4);
-    const io::NvmeQueue::Op op{true, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(), bytes};
+    cpu::convert_from_f32(bounce_.data(), dt, src + (a - lo), size_t(n));
+    const io::NvmeQueue::Op op{true, region(kind, cur_) + uint64_t(a - begin_) * sz, bounce_.data(), bytes};
     queue().run({&op, 1});
   }
 }
 
 void HostOptimizer::read_committed(int kind, int64_t lo, int64_t hi, float* dst) {
   Buffer* ram = kind == 0 ? master_ : kind == 1 ? m_ : v_;
+  const DType dt = dtype_of(kind);
+  const size_t sz = dtype_size(dt);
   if (!file_) {
-    std::memcpy(dst, ram[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
+    cpu::convert_to_f32(dst, static_cast<const char*>(ram[cur_].data()) + size_t(lo - begin_) * sz, dt,
+                        size_t(hi - lo));
     return;
   }
   const int64_t most = int64_t(bounce_.bytes() / 4);
   for (int64_t a = lo; a < hi; a += most) {
     const int64_t n = std::min(most, hi - a);
-    const io::NvmeQueue::Op op{false, region(kind, cur_) + uint64_t(a - begin_) * 4, bounce_.data(),
-                               file_->align(uint64_t(n) * 4)};
+    const io::NvmeQueue::Op op{false, region(kind, cur_) + uint64_t(a - begin_) * sz, bounce_.data(),
+                               file_->align(uint64_t(n) * sz)};
     queue().run({&op, 1});
-    std::memcpy(dst + (a - lo), bounce_.data(), size_t(n) * 4);
+    cpu::convert_to_f32(dst + (a - lo), bounce_.data(), dt, size_t(n));
   }
 }
 
@@ -166,13 +206,13 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
   if (!file_) {
     if (compute_.data())
       std::memcpy(dst, static_cast<const char*>(compute_.data()) + size_t(lo - begin_) * esz, size_t(hi - lo) * esz);
-    else if (compute_dtype_ == DType::f32)
-      std::memcpy(dst, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo) * 4);
     else
-      cpu::convert_from_f32(dst, compute_dtype_, master_[cur_].as<float>() + (lo - begin_), size_t(hi - lo));
+      master_to_compute(dst, static_cast<const char*>(master_[cur_].data()) + size_t(lo - begin_) * size_of(0),
+                        hi - lo);
     return;
   }
-  // From the kept parameters' committed region, or in f32 runs the master's. Straight into
+  // From the kept parameters' committed region, or the master's where it is in the compute
+  // dtype (f32 runs, a bf16 master). Straight into
   // dst when it is block-aligned (the parameter cache), else through a per-thread aligned
   // scratch: fetches run on the host→device stream, persistent publishes on the
   // communication stream.
@@ -195,7 +235,7 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
 void HostOptimizer::finish_init() {
   const size_t n = size_t(end_ - begin_);
   if (!file_) {
-    if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), DType::f32, n);
+    if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), fmt_.master, n);
     return;
   }
   if (!keep_compute_) return;
@@ -225,29 +265,48 @@ double HostOptimizer::accumulate(const HostChunk& c, const float* g, bool first)
 }
 
 // AdamW over the groups' parts in [lo, hi) (shard offsets); every pointer is the chunk's
-// element lo. Writes the copy-out to `out` (chunk-relative) when given.
-bool HostOptimizer::adam(float* master, float* m, float* v, const float* p_in, const float* m_in, const float* v_in,
-                         int64_t lo, int64_t hi, float lr, float grad_scale, int64_t t, void* out) {
-  const size_t esz = dtype_size(compute_dtype_);
+// element lo, in its state's dtype. Writes the copy-out to `out` (chunk-relative) when given.
+bool HostOptimizer::adam(States st, States in, int64_t lo, int64_t hi, float lr, float grad_scale, int64_t t,
+                         void* out) {
+  const size_t esz = dtype_size(compute_dtype_), msz = size_of(0), ssz = size_of(1);
+  const bool master16 = fmt_.master != DType::f32, moments16 = fmt_.moments != DType::f32;
+  const auto at = [](auto* p, int64_t i, size_t sz) {
+    return reinterpret_cast<decltype(p)>(reinterpret_cast<uintptr_t>(p) + uintptr_t(i) * sz);
+  };
   bool nonfinite = false;
   for (const AdamW::Group& g : groups_) {
     const int64_t a = std::max(g.offset + begin_, lo), b = std::min(g.offset + begin_ + g.count, hi);
     if (b <= a) continue;
     const int64_t i = a - lo;
     cpu::AdamTensors ts;
-    ts.param = master + i, ts.m = m + i, ts.v = v + i;
-    ts.param_in = p_in + i, ts.m_in = m_in + i, ts.v_in = v_in + i;
+    if (master16)
+      ts.param16 = static_cast<uint16_t*>(at(st.master, i, msz)),
+      ts.param16_in = static_cast<const uint16_t*>(at(in.master, i, msz));
+    else
+      ts.param = static_cast<float*>(at(st.master, i, msz)), ts.param_in = static_cast<float*>(at(in.master, i, msz));
+    if (moments16) {
+      ts.m16 = static_cast<uint16_t*>(at(st.m, i, ssz)), ts.v16 = static_cast<uint16_t*>(at(st.v, i, ssz));
+      ts.m16_in = static_cast<uint16_t*>(at(in.m, i, ssz)), ts.v16_in = static_cast<uint16_t*>(at(in.v, i, ssz));
+    } else {
+      ts.m = static_cast<float*>(at(st.m, i, ssz)), ts.v = static_cast<float*>(at(st.v, i, ssz));
+      ts.m_in = static_cast<float*>(at(in.m, i, ssz)), ts.v_in = static_cast<float*>(at(in.v, i, ssz));
+    }
     ts.grad = static_cast<const char*>(grads_.data()) + size_t(a - begin_) * esz;
     ts.grad_dtype = compute_dtype_;
     ts.n = b - a;
-    if (compute_dtype_ != DType::f32 && out)
+    // The rounding's randomness: the run's seed, the step and the model-flat index, so any
+    // shard, tile or resumed run rounds an element the same way.
+    ts.stochastic = fmt_.stochastic, ts.seed = fmt_.seed;
+    ts.index_base = g.index + (a - (g.offset + begin_));
+    if (compute_dtype_ != fmt_.master && out)
       ts.out_dtype = compute_dtype_, ts.param_out = static_cast<char*>(out) + size_t(i) * esz;
     const cpu::AdamHyper h{lr,   cfg_.beta1,           cfg_.beta2, cfg_.eps,  g.decay ? cfg_.weight_decay : 0.0f,
                            true, cfg_.bias_correction, t,          grad_scale};
     nonfinite |= cpu::adam_step(ts, h, cfg_.kernel);
   }
-  // Padding is in no group; in f32 runs the copy-out is the master itself.
-  if (out && compute_dtype_ == DType::f32) std::memcpy(out, master, size_t(hi - lo) * 4);
+  // Padding is in no group; where the master is in the compute dtype (f32 runs, a bf16
+  // master) the copy-out is the master itself.
+  if (out && compute_dtype_ == fmt_.master) std::memcpy(out, st.master, size_t(hi - lo) * esz);
   return nonfinite;
 }
 
@@ -260,11 +319,11 @@ int HostOptimizer::slot_for(int64_t lo) {
 void HostOptimizer::read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool with_state) {
   queue().wait(s.write_ticket);  // never overwrite a buffer that is still being written out
   s.lo = lo, s.hi = hi;
-  const uint64_t off = uint64_t(lo - begin_) * 4, bytes = file_->align(uint64_t(hi - lo) * 4);
+  const uint64_t n = uint64_t(hi - lo), i = uint64_t(lo - begin_), msz = size_of(0), ssz = size_of(1);
   // On the stack: the step allocates nothing.
-  const io::NvmeQueue::Op ops[3] = {{false, region(0, copy) + off, s.master, bytes},
-                                    {false, region(1, copy) + off, s.m, bytes},
-                                    {false, region(2, copy) + off, s.v, bytes}};
+  const io::NvmeQueue::Op ops[3] = {{false, region(0, copy) + i * msz, s.master, file_->align(n * msz)},
+                                    {false, region(1, copy) + i * ssz, s.m, file_->align(n * ssz)},
+                                    {false, region(2, copy) + i * ssz, s.v, file_->align(n * ssz)}};
   s.read_ticket = queue().start({ops, size_t(with_state ? 3 : 1)});
 }
 
@@ -273,11 +332,13 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
   const int src = cur_, dst = two_copies_ ? 1 - cur_ : cur_;
   const size_t esz = dtype_size(compute_dtype_);
   if (!file_) {
-    const int64_t i = c.lo - begin_;
-    void* copy_out = compute_.data() ? static_cast<char*>(compute_.data()) + size_t(i) * esz : out;
-    const bool bad = adam(master_[dst].as<float>() + i, m_[dst].as<float>() + i, v_[dst].as<float>() + i,
-                          master_[src].as<float>() + i, m_[src].as<float>() + i, v_[src].as<float>() + i, c.lo, c.hi,
-                          lr, grad_scale, t, copy_out);
+    const size_t i = size_t(c.lo - begin_), msz = size_of(0), ssz = size_of(1);
+    void* copy_out = compute_.data() ? static_cast<char*>(compute_.data()) + i * esz : out;
+    const auto state = [&](int copy) {
+      return States{static_cast<char*>(master_[copy].data()) + i * msz, static_cast<char*>(m_[copy].data()) + i * ssz,
+                    static_cast<char*>(v_[copy].data()) + i * ssz};
+    };
+    const bool bad = adam(state(dst), state(src), c.lo, c.hi, lr, grad_scale, t, copy_out);
     if (out && compute_.data()) std::memcpy(out, copy_out, size_t(c.hi - c.lo) * esz);
     return bad;
   }
@@ -298,14 +359,14 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
     read_state(slots_[n], src, next->lo, next->hi, true);
   }
   void* copy_out = keep_compute_ ? cur.params : out;
-  const bool bad = adam(cur.master, cur.m, cur.v, cur.master, cur.m, cur.v, c.lo, c.hi, lr, grad_scale, t, copy_out);
+  const States here{cur.master, cur.m, cur.v};
+  const bool bad = adam(here, here, c.lo, c.hi, lr, grad_scale, t, copy_out);
   if (out && keep_compute_) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
-  const uint64_t off = uint64_t(c.lo - begin_) * 4, bytes = file_->align(uint64_t(c.hi - c.lo) * 4);
-  const io::NvmeQueue::Op ops[4] = {
-      {true, region(0, dst) + off, cur.master, bytes},
-      {true, region(1, dst) + off, cur.m, bytes},
-      {true, region(2, dst) + off, cur.v, bytes},
-      {true, region(3, dst) + uint64_t(c.lo - begin_) * esz, cur.params, file_->align(uint64_t(c.hi - c.lo) * esz)}};
+  const uint64_t n = uint64_t(c.hi - c.lo), i = uint64_t(c.lo - begin_), msz = size_of(0), ssz = size_of(1);
+  const io::NvmeQueue::Op ops[4] = {{true, region(0, dst) + i * msz, cur.master, file_->align(n * msz)},
+                                    {true, region(1, dst) + i * ssz, cur.m, file_->align(n * ssz)},
+                                    {true, region(2, dst) + i * ssz, cur.v, file_->align(n * ssz)},
+                                    {true, region(3, dst) + i * esz, cur.params, file_->align(n * esz)}};
   cur.write_ticket = queue().start({ops, size_t(keep_compute_ ? 4 : 3)});
   cur.lo = -1;  // its contents are this step's result, not a prefetch
   return bad;
@@ -315,13 +376,13 @@ void HostOptimizer::restore(const HostChunk& c, void* out) {
   const size_t esz = dtype_size(compute_dtype_);
   const int64_t n = c.hi - c.lo;
   if (!file_) {
-    const float* m = master_[cur_].as<float>() + (c.lo - begin_);
+    const char* m = static_cast<const char*>(master_[cur_].data()) + size_t(c.lo - begin_) * size_of(0);
     if (compute_.data()) {
       char* dst = static_cast<char*>(compute_.data()) + size_t(c.lo - begin_) * esz;
-      cpu::convert_from_f32(dst, compute_dtype_, m, size_t(n));
+      master_to_compute(dst, m, n);
       if (out) std::memcpy(out, dst, size_t(n) * esz);
     } else if (out) {
-      cpu::convert_from_f32(out, compute_dtype_, m, size_t(n));
+      master_to_compute(out, m, n);
     }
     return;
   }
@@ -332,7 +393,7 @@ void HostOptimizer::restore(const HostChunk& c, void* out) {
   next_slot_ = (next_slot_ + 1) % 3;
   read_state(s, cur_, c.lo, c.hi, false);
   queue().wait(s.read_ticket);
-  cpu::convert_from_f32(out, compute_dtype_, s.master, size_t(n));
+  master_to_compute(out, s.master, n);
   s.lo = -1;
 }
 

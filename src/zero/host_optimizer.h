@@ -1,10 +1,13 @@
 // The host side of an offloaded optimizer (S4 --offload-optimizer cpu, S5 nvme): this
-// rank's f32 master, m and v for shard offsets [begin, end), with the gradient accumulator
+// rank's master, m and v for shard offsets [begin, end), with the gradient accumulator
 // (in the run's gradient dtype, always in host RAM), updated chunk by chunk by the CPU Adam
-// on the host stream.
+// on the host stream. The states are f32, or (S17, StateFormat) m and v and/or the master in
+// bf16: the interface below stays f32 (widened on reads, rounded to nearest on writes, which
+// gives back a widened bf16 exactly), so checkpoints, export and resharding see f32 states.
 //
 // Where the states live: host RAM, or (S5) an NVMe swap file, in regions master | m | v
-// (and, with parameters offloaded too, the 16-bit parameters). On NVMe each update swaps
+// (and, with parameters offloaded too and an f32 master, the 16-bit parameters; a bf16
+// master is those parameters). On NVMe each update swaps
 // its chunk through a ring of three host buffers: while Adam runs on chunk c, the read of
 // chunk c+1 and the write of chunk c-1 are in flight.
 //
@@ -28,6 +31,7 @@
 #include "io/nvme_store.h"
 #include "tier/tier_manager.h"
 #include "zero/adamw.h"
+#include "zero/zero_options.h"
 
 namespace strata::zero {
 
@@ -39,20 +43,23 @@ struct HostChunk {
 // What a HostOptimizer of `elements` shard offsets allocates in host RAM, and its swap
 // file's size: one function for the constructor and for EnginePlan (strata plan).
 struct HostOptimizerSizes {
-  int copies = 1;                 // of master, m, v: two when speculating, and always on NVMe
-  uint64_t grads = 0;             // accumulated gradients (compute dtype)
-  uint64_t states = 0;            // master, m, v in RAM, every copy
-  uint64_t compute = 0;           // the 16-bit parameters kept in RAM (stage-3 parameter offload)
-  uint64_t swap = 0, bounce = 0;  // NVMe: the ring of three chunk slots; the bounce buffer
-  uint64_t region[2] = {0, 0};    // NVMe: bytes of one f32 state region, of the parameters' region
-  uint64_t nvme_bytes = 0;        // the swap file
-  uint64_t param_cache = 0;       // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
+  int copies = 1;                  // of master, m, v: two when speculating, and always on NVMe
+  uint64_t grads = 0;              // accumulated gradients (compute dtype)
+  uint64_t states = 0;             // master, m, v in RAM, every copy
+  uint64_t compute = 0;            // the 16-bit parameters kept in RAM (stage-3 parameter offload)
+  uint64_t swap = 0, bounce = 0;   // NVMe: the ring of three chunk slots; the bounce buffer
+  uint64_t region[3] = {0, 0, 0};  // NVMe: bytes of the master's region, of m's (= v's), of the parameters'
+  bool keep = false;               // the 16-bit parameters are kept apart from the master
+  uint64_t nvme_bytes = 0;         // the swap file
+  uint64_t param_cache = 0;        // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
   uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache; }
 };
 // keep_compute: the 16-bit parameters live on the host too (only with a 16-bit compute
-// dtype); nvme_block: the swap file's block size (unused without nvme).
+// dtype, and apart from the master only when it is f32); nvme_block: the swap file's block
+// size (unused without nvme); format: the states' dtypes.
 HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
-                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block);
+                                        bool nvme, int64_t chunk_elements, uint64_t nvme_block,
+                                        const StateFormat& format = {});
 
 class HostOptimizer {
  public:
@@ -62,7 +69,8 @@ class HostOptimizer {
   // chunk_elements bounds a chunk (the NVMe swap buffers' size).
   HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                 AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
-                const io::NvmeOptions* nvme = nullptr, int rank = 0, int64_t chunk_elements = 0);
+                const io::NvmeOptions* nvme = nullptr, int rank = 0, int64_t chunk_elements = 0,
+                const StateFormat& format = {});
   ~HostOptimizer();
 
   int64_t begin() const { return begin_; }
@@ -85,6 +93,7 @@ class HostOptimizer {
   void write_state(int kind, int64_t lo, int64_t hi, const float* src);
   void read_committed(int kind, int64_t lo, int64_t hi, float* dst);
   int64_t alignment() const;  // elements: what lo must be a multiple of (1 in RAM)
+  const StateFormat& format() const { return fmt_; }
   // The committed parameters of [lo, hi) in the compute dtype (f32 runs: the master).
   void read_compute(int64_t lo, int64_t hi, void* dst);
   // After the master is written: derives the kept 16-bit parameters from it.
@@ -108,19 +117,27 @@ class HostOptimizer {
 
  private:
   struct Slot {  // an NVMe swap buffer: one chunk's master, m, v (and parameters)
-    float *master = nullptr, *m = nullptr, *v = nullptr;
-    char* params = nullptr;
+    char *master = nullptr, *m = nullptr, *v = nullptr, *params = nullptr;
     int64_t lo = -1, hi = -1;
     uint64_t read_ticket = 0, write_ticket = 0;
   };
   io::NvmeQueue& queue();                     // this thread's ring on the swap file
   uint64_t region(int kind, int copy) const;  // byte offset of master/m/v/params (kind 0-3)
+  DType dtype_of(int kind) const { return kind == 0 ? fmt_.master : kind < 3 ? fmt_.moments : compute_dtype_; }
+  size_t size_of(int kind) const { return dtype_size(dtype_of(kind)); }
+  // Converts n committed master values to the compute dtype (a copy when they are the same).
+  void master_to_compute(void* dst, const void* master, int64_t n) const;
   void read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool with_state);
   int slot_for(int64_t lo);
-  bool adam(float* master, float* m, float* v, const float* p_in, const float* m_in, const float* v_in, int64_t lo,
-            int64_t hi, float lr, float grad_scale, int64_t t, void* out);
+  // The pointers of one state copy at a chunk's first element, in their dtypes.
+  struct States {
+    void *master, *m, *v;
+  };
+  bool adam(States out_state, States in_state, int64_t lo, int64_t hi, float lr, float grad_scale, int64_t t,
+            void* out);
 
   AdamWConfig cfg_;
+  StateFormat fmt_;
   int64_t begin_, end_;
   bool speculative_;
   DType compute_dtype_;

@@ -9,15 +9,16 @@ StepTraffic step_traffic(const EnginePlan& p, int micro_batches) {
   if (p.chunks.empty()) return t;  // nothing offloaded
   const uint64_t esz = dtype_size(p.compute), micro = uint64_t(std::max(micro_batches, 1)), passes = 2 * micro;
   const bool params = p.device.fetched > 0;  // --offload-param
-  const bool nvme = p.host.nvme_bytes > 0, keep = params && p.compute != DType::f32;
-  uint64_t host = 0;  // elements the CPU Adam updates
+  const bool nvme = p.host.nvme_bytes > 0, keep = params && p.host.keep;
+  const uint64_t state = p.states.master_bytes() + 2 * p.states.moment_bytes();  // master, m, v per element
+  uint64_t host = 0;                                                             // elements the CPU Adam updates
   for (const HostChunk& c : p.chunks) host += uint64_t(c.hi - c.lo);
   // Each micro-batch's reduced gradients come down in f32; the updated parameters go back up
   // once (to the compute shard, or the f32 master mirror), unless the host keeps them.
   t.d2h = micro * host * 4;
   t.min_d2h = micro * host * esz;
   if (!params) t.h2d = t.min_h2d = host * esz;
-  if (nvme) t.n2h = t.h2n = t.min_n2h = t.min_h2n = 12 * host;     // master, m, v: read, updated, written
+  if (nvme) t.n2h = t.h2n = t.min_n2h = t.min_h2n = state * host;  // master, m, v: read, updated, written
   if (nvme && keep) t.h2n += esz * host, t.min_h2n += esz * host;  // the new 16-bit parameters
   if (!params) return t;
   // Stage 3 with --offload-param: each pass fetches each unit's partitioned slices, and the

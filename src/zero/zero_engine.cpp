@@ -103,14 +103,16 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   std::vector<AdamW::Group> all_groups;
   if (!policy_.optimizer_states) {
     for (size_t i = 0; i < buf_.params.size(); ++i)
-      all_groups.push_back({buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i])});
+      all_groups.push_back(
+          {buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i]), buf_.params[i].offset});
   } else {
     for (const OwnedPiece& piece : lay.owned_pieces(rank_))
-      all_groups.push_back({piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)])});
+      all_groups.push_back(
+          {piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)]), piece.flat_begin});
   }
   for (const AdamW::Group& g : all_groups) {  // the device's part of each group
     const int64_t hi = std::min(g.offset + g.count, policy_.optimizer_states ? plan_.host_begin : g.offset + g.count);
-    if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay});
+    if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay, g.index});
   }
   adam_ = std::make_unique<AdamW>(be_, plan_.device_adam_elements(), adam_cfg_);
   if (opts_.offload_optimizer) {
@@ -118,7 +120,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     host_cfg.kernel.threads = std::max(1, opts_.host_threads);
     host_ = std::make_unique<HostOptimizer>(*tiers_, plan_.host_begin, lay.shard_elements(), all_groups, host_cfg,
                                             opts_.speculative_step, buf_.compute_dtype, opts_.offload_param,
-                                            opts_.nvme ? &opts_.nvme_options : nullptr, rank_, plan_.chunk_elements);
+                                            opts_.nvme ? &opts_.nvme_options : nullptr, rank_, plan_.chunk_elements,
+                                            opts_.states);
   }
 
   // The step's scalars and the master and compute shards, as the plan sized them (0: not

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/dtype.h"
 #include "io/nvme_store.h"
 #include "zero/defaults.h"
 
@@ -15,6 +16,19 @@ namespace strata::zero {
 struct StagePolicy {
   bool optimizer_states, gradients, parameters;  // what is partitioned
   static StagePolicy for_stage(int stage);
+};
+
+// S17: the dtypes of the host's optimizer states and how a 16-bit state is rounded. m and v
+// in bf16 halve their bytes; a bf16 master (with --precision bf16) is the compute copy too,
+// so a parameter costs 2 + 2 + 2 bytes of state instead of 4 + 4 + 4 (+ 2).
+struct StateFormat {
+  DType master = DType::f32;   // --master-dtype f32 | bf16
+  DType moments = DType::f32;  // --optimizer-state-dtype f32 | bf16 (m and v)
+  bool stochastic = true;      // --state-rounding stochastic | nearest
+  uint64_t seed = 0;           // the run's --seed: the stochastic rounding's randomness
+  bool narrow() const { return master != DType::f32 || moments != DType::f32; }
+  size_t master_bytes() const { return dtype_size(master); }
+  size_t moment_bytes() const { return dtype_size(moments); }
 };
 
 struct ZeroOptions {
@@ -38,6 +52,7 @@ struct ZeroOptions {
   // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
   bool nvme = false;
   io::NvmeOptions nvme_options;
+  StateFormat states;  // S17: the host optimizer's state dtypes
 };
 
 // --speculative-step auto: speculate unless the states are on NVMe and clipping is on. A
