@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
-# S17's convergence evidence: the same runs with f32 optimizer states, with bf16 master, m and
-# v rounded to nearest, and with them rounded stochastically, for a GPT-2 and a Llama on real
-# text (data/default.txt, Debian's license texts), then each variant's final loss against
-# f32's and the curves as one PNG (gnuplot).
+# S17's convergence evidence: the same runs with f32 optimizer states (master, m, v: 12 B per
+# parameter), with bf16 m and v (8 B) and with bf16 master, m and v (6 B), each rounded to
+# nearest and stochastically, for a GPT-2 and a Llama on real text (data/default.txt,
+# Debian's license texts); then each variant's final loss against f32's, and the curves
+# with their ratio to f32's as one PNG (gnuplot).
 #
 # usage: bench/state_dtype_convergence.sh STRATA OUT [STEPS] [extra strata train options...]
 #   STRATA: the strata binary; OUT: a directory for the runs, table.md and curves.png.
 # Each run: bf16 compute, ZeRO stage 1 with the optimizer in host RAM (the CPU Adam owns the
-# 16-bit states), the model's default batch (8 × 128 tokens), logged every 10 steps. The
-# final loss is the mean of the last 100 steps' losses (one batch a step is noisy).
+# 16-bit states), the model's default batch (8 × 128 tokens), every step logged. The final
+# loss is the mean of the last 200 steps' losses (one batch a step is noisy; every variant
+# sees the same batches).
 set -euo pipefail
 strata=$1 out=$2 steps=${3:-2000}
 shift $(($# < 3 ? $# : 3))
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 models=("gpt2:$src/configs/default.json" "llama:$src/configs/llama-bytes.json")
-variants=("f32:f32:stochastic" "bf16-nearest:bf16:nearest" "bf16-stochastic:bf16:stochastic")
+# name:master:m and v:rounding
+variants=("f32:f32:f32:stochastic" "mv16-nearest:f32:bf16:nearest" "mv16-stochastic:f32:bf16:stochastic"
+  "all16-nearest:bf16:bf16:nearest" "all16-stochastic:bf16:bf16:stochastic")
 for m in "${models[@]}"; do
   for v in "${variants[@]}"; do
-    IFS=: read -r name dtype rounding <<<"$v"
+    IFS=: read -r name master moments rounding <<<"$v"
     run="$out/${m%%:*}-$name"
     [[ -s $run/metrics.jsonl && $(tail -1 "$run/metrics.jsonl" | grep -o '"step":[0-9]*') == "\"step\":$steps" ]] &&
       continue # done before: the script resumes where it stopped
     rm -rf "$run"
     echo "== ${m%%:*}, $name" >&2
     "$strata" train --model "${m#*:}" --data "$src/data/default.txt" --steps "$steps" --precision bf16 \
-      --zero-stage 1 --offload-optimizer cpu --master-dtype "$dtype" --optimizer-state-dtype "$dtype" \
-      --state-rounding "$rounding" --log-every 10 --out "$run" "$@" >"$run.log" 2>&1 ||
+      --zero-stage 1 --offload-optimizer cpu --master-dtype "$master" --optimizer-state-dtype "$moments" \
+      --state-rounding "$rounding" --log-every 1 --out "$run" "$@" >"$run.log" 2>&1 ||
       { echo "run failed: $run.log" >&2; tail -5 "$run.log" >&2; exit 1; }
   done
 done
@@ -34,34 +38,47 @@ done
 /usr/bin/python3 - "$out" "$steps" <<'PY'
 import json, sys
 out, steps = sys.argv[1], int(sys.argv[2])
-rows = ["| model | states | final loss (mean of last 100 steps) | vs f32 |", "|---|---|---|---|"]
+names = {"f32": "f32 (12 B)", "mv16-nearest": "bf16 m, v; nearest (8 B)",
+         "mv16-stochastic": "bf16 m, v; stochastic (8 B)", "all16-nearest": "bf16 master, m, v; nearest (6 B)",
+         "all16-stochastic": "bf16 master, m, v; stochastic (6 B)"}
+rows = ["| model | optimizer states | final loss (mean of the last 200 steps) | vs f32 |", "|---|---|---|---|"]
 for model in ("gpt2", "llama"):
     ref = None
-    for name in ("f32", "bf16-nearest", "bf16-stochastic"):
-        pts = [json.loads(l) for l in open(f"{out}/{model}-{name}/metrics.jsonl")]
+    for name in names:
+        loss = {}
+        for l in open(f"{out}/{model}-{name}/metrics.jsonl"):
+            p = json.loads(l)
+            loss[p["step"]] = p["loss"]
+        ref = loss if ref is None else ref
+        # The curve, and its ratio to f32's as a 100-step moving average of both.
         with open(f"{out}/{model}-{name}.dat", "w") as f:
-            for p in pts:
-                f.write(f"{p['step']} {p['loss']}\n")
-        tail = [p["loss"] for p in pts if p["step"] > steps - 100]
-        final = sum(tail) / len(tail)
-        ref = final if ref is None else ref
-        rows.append(f"| {model} | {name} | {final:.4f} | {100 * (final / ref - 1):+.2f}% |")
+            for s in sorted(loss):
+                w = [k for k in range(max(1, s - 99), s + 1) if k in loss and k in ref]
+                f.write(f"{s} {loss[s]} {sum(loss[k] for k in w) / sum(ref[k] for k in w)}\n")
+        last = [s for s in loss if s > steps - 200]
+        final = sum(loss[s] for s in last) / len(last)
+        base = sum(ref[s] for s in last) / len(last)
+        rows.append(f"| {model} | {names[name]} | {final:.4f} | {100 * (final / base - 1):+.2f}% |")
 open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY
 
-gnuplot <<EOF
-set terminal pngcairo size 1200,460 font ",10"
+gnuplot <<GP
+set terminal pngcairo size 1200,800 font ",10"
 set output "$out/curves.png"
-set multiplot layout 1,2 title "Training loss, f32 vs bf16 optimizer states (master, m, v), $steps steps, data/default.txt"
-set xlabel "step"; set ylabel "loss (nats/byte)"; set grid; set key top right
-set logscale y
+set multiplot layout 2,2 title "f32 vs bf16 optimizer states, $steps steps on data/default.txt (bf16 compute, CPU Adam)"
+set grid; set key top right
+names = "f32 mv16-nearest mv16-stochastic all16-nearest all16-stochastic"
+titles = "f32 bf16-m,v-nearest bf16-m,v-stochastic bf16-all-nearest bf16-all-stochastic"
 do for [m in "gpt2 llama"] {
-  set title m
-  plot "$out/".m."-f32.dat" w l lw 2 t "f32", \
-       "$out/".m."-bf16-nearest.dat" w l lw 1.5 t "bf16, nearest", \
-       "$out/".m."-bf16-stochastic.dat" w l lw 1.5 dt 2 t "bf16, stochastic"
+  set title m." loss"; set xlabel "step"; set ylabel "loss (nats/byte)"; set logscale y; set yrange [0.6:6]
+  plot for [i=1:5] "$out/".m."-".word(names,i).".dat" u 1:2 w l lw (i == 1 ? 2 : 1) t word(titles,i)
+}
+do for [m in "gpt2 llama"] {
+  set title m.": loss / f32's loss (100-step moving averages)"; unset logscale y; set yrange [0.94:1.08]
+  set ylabel "ratio"
+  plot for [i=2:5] "$out/".m."-".word(names,i).".dat" u 1:3 w l lw 1.5 t word(titles,i), 1 w l lc "black" dt 2 notitle
 }
 unset multiplot
-EOF
+GP
 echo "wrote $out/table.md and $out/curves.png" >&2

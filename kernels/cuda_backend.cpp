@@ -14,6 +14,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_gemm.h"
 #include "kernels/launch.h"
+#include "kernels/math/adam16_math.h"
 #include "kernels/math/element_math.h"
 
 namespace strata::cuda {
@@ -161,6 +162,11 @@ void CudaBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
                        c.eps,
                        c.decay_mul,
                        c.grad_scale};
+  if (a.m16) {
+    const kernel_math::Adam16Keys keys = kernel_math::adam16_keys(a.seed, a.t);
+    l.m16 = a.m16, l.v16 = a.v16, l.stochastic = a.stochastic;
+    l.key_lo = keys.lo, l.key_hi = keys.hi, l.index_base = a.index_base;
+  }
   launch::adamw(l, nonfinite, s.native_handle());
 }
 

@@ -3,6 +3,7 @@
 // fixed chunks, so the order of the partial sums depends on n alone.
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
+#include "kernels/math/adam16_math.h"
 #include "kernels/math/element_math.h"
 
 namespace strata::cuda::launch {
@@ -51,6 +52,33 @@ __global__ void adamw_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
   if (bad && nonfinite) *nonfinite = 1;  // every writer writes the same value
 }
 
+// The same on bf16 moments (S17): widened, updated as above, rounded back once with the CPU
+// Adam's random bits, so the device's 16-bit moments are the CPU kernel's bit for bit.
+template <typename G>
+__global__ void adamw16_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
+  km::AdamConsts c{a.beta1,        a.beta2, a.one_minus_beta1, a.one_minus_beta2, a.step_size,
+                   a.inv_sqrt_bc2, a.eps,   a.decay_mul,       a.grad_scale};
+  const km::Adam16Keys keys{a.key_lo, a.key_hi, 0};
+  bool bad = false;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
+    float p = a.param[i], m = km::bf16_value(a.m16[i]), v = km::bf16_value(a.v16[i]);
+    bad |= !km::adamw_element(&p, &m, &v, load(grad, i), c);
+    const uint32_t h = km::adam16_hash(uint64_t(a.index_base + i), keys);
+    a.param[i] = p;
+    a.m16[i] = km::round_state(m, h & 0xffffu, a.stochastic);
+    a.v16[i] = km::round_state(v, h >> 16, a.stochastic);
+    if (a.param_out) {
+      if (a.out_dtype == 1)
+        store(static_cast<__nv_bfloat16*>(a.param_out), i, p);
+      else if (a.out_dtype == 2)
+        store(static_cast<__half*>(a.param_out), i, p);
+      else
+        store(static_cast<float*>(a.param_out), i, p);
+    }
+  }
+  if (bad && nonfinite) *nonfinite = 1;
+}
+
 }  // namespace
 
 size_t square_sum_scratch_bytes() { return size_t(km::kMaxSquareChunks) * sizeof(double); }
@@ -74,8 +102,12 @@ void adamw(const AdamLaunch& a, int32_t* nonfinite, void* stream) {
   if (a.n == 0) return;
   dispatch(a.grad_dtype, [&](auto* tag) {
     using G = STRATA_ELEM(tag);
-    adamw_kernel<<<km::grid_for(a.n), km::kThreads, 0, as_stream(stream)>>>(a, static_cast<const G*>(a.grad),
-                                                                            nonfinite);
+    if (a.m16)
+      adamw16_kernel<<<km::grid_for(a.n), km::kThreads, 0, as_stream(stream)>>>(a, static_cast<const G*>(a.grad),
+                                                                                nonfinite);
+    else
+      adamw_kernel<<<km::grid_for(a.n), km::kThreads, 0, as_stream(stream)>>>(a, static_cast<const G*>(a.grad),
+                                                                              nonfinite);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

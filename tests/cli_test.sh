@@ -104,7 +104,7 @@ PY
              "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}' >"$tmp/ds16.json"
     "$bin" train --config "$tmp/ds16.json" --print-config >"$tmp/cfg" 2>&1 || fail "print-config: $(cat "$tmp/cfg")"
     grep -q "master-dtype.*bf16" "$tmp/cfg" && grep -q "optimizer-state-dtype.*bf16" "$tmp/cfg" || fail "DeepSpeed's keys not mapped: $(cat "$tmp/cfg")"
-    expect_error 1 "without the whole optimizer on the host" -- train --zero-stage 2 --precision bf16 --optimizer-state-dtype bf16 --steps 1
+    expect_error 1 "without the whole optimizer on the host" -- train --zero-stage 2 --precision bf16 --master-dtype bf16 --steps 1
     expect_error 1 "with --precision f32" -- train --zero-stage 2 --offload-optimizer cpu --master-dtype bf16 --steps 1
     expect_error 2 "optimizer-state-dtype" -- train --optimizer-state-dtype f16
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;
@@ -529,7 +529,7 @@ PY
     "$bin" plan --params 7.5e9 --ranks 64 --precision bf16 --master-dtype bf16 --optimizer-state-dtype bf16 >"$tmp/out" ||
       fail "plan with 16-bit states failed"
     grep -q "master bf16, m and v bf16 (K = 6)" "$tmp/out" || fail "16-bit states not stated: $(head -2 "$tmp/out")"
-    grep -q "stage 3 1.9 GB (1.2 GB offloaded with 16-bit states)" "$tmp/out" || fail "16-bit states' bytes: $(head -3 "$tmp/out")"
+    grep -q "stage 3 1.9 GB (1.2 GB with these states, offloaded)" "$tmp/out" || fail "16-bit states' bytes: $(head -3 "$tmp/out")"
     expect_error 2 "needs --precision bf16" -- plan --params 1e9 --precision f32 --master-dtype bf16
     echo "ok: $(grep recommended "$tmp/out")" ;;
   bench_suite)

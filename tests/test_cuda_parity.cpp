@@ -288,6 +288,37 @@ TEST_F(CudaParity, EngineOpsSquareSumAndAdamW) {
   expect_match(out, 0, "adamw bf16 out");
 }
 
+// S17: bf16 moments, rounded stochastically from the model-flat index: the device's m, v and
+// parameters are the CPU scalar kernel's bit for bit.
+TEST_F(CudaParity, AdamWOnBf16MomentsIsTheCpuKernel) {
+  const int64_t n = 1'000'003;
+  Pair g = randp(DType::f32, {n}, 1), p = randp(DType::f32, {n}, 2);
+  Pair m = randp(DType::bf16, {n}, 3, 0.1f), v = randp(DType::bf16, {n}, 4, 0.01f);
+  {  // v >= 0, as the update keeps it
+    std::vector<uint16_t> h(static_cast<size_t>(n));
+    std::memcpy(h.data(), v.cpu.data(), h.size() * 2);
+    for (uint16_t& x : h) x &= 0x7fffu;
+    std::memcpy(v.cpu.data(), h.data(), h.size() * 2);
+    gpu_->upload(v.gpu.data(), h.data(), h.size() * 2);
+  }
+  Pair bad = make({0}, DType::f32, {1});
+  for (bool stochastic : {true, false}) {
+    for (bool on_gpu : {false, true}) {
+      Backend& be = on_gpu ? static_cast<Backend&>(*gpu_) : cpu_;
+      auto ptr = [&](const Pair& x) { return on_gpu ? x.gpu.data() : x.cpu.data(); };
+      AdamWArgs args;
+      args.param = static_cast<float*>(ptr(p));
+      args.m16 = static_cast<uint16_t*>(ptr(m)), args.v16 = static_cast<uint16_t*>(ptr(v));
+      args.stochastic = stochastic, args.seed = 1234, args.index_base = (int64_t(1) << 32) - 77;  // crosses 2^32
+      args.grad = ptr(g), args.n = n, args.lr = 1e-3f, args.weight_decay = 0.1f, args.t = 5;
+      args.isa = 1;  // the CPU's scalar kernel
+      be.adamw(args, static_cast<int32_t*>(ptr(bad)), be.compute_stream());
+    }
+    gpu_->compute_stream().synchronize();
+    expect_match(p, 0, "adamw16 param"), expect_match(m, 0, "adamw16 m"), expect_match(v, 0, "adamw16 v");
+  }
+}
+
 // Memory: one carve-up of one allocation; the budget sees every buffer, and a buffer larger
 // than the GPU has is a clear error, not a crash.
 TEST_F(CudaParity, AllocatorChargesTheBudgetAndFailsClearly) {

@@ -82,7 +82,7 @@ struct Config {
   std::string optimizer = "none", param = "none";
   std::string model = "configs/gpt2-tiny-bytes.json";
   std::string data = "data/default.txt";
-  std::string states = "f32";  // S17: m, v (and with a bf16 compute dtype the master) in this dtype
+  std::string states = "f32";  // S17: m, v (and offloaded with a bf16 compute dtype, the master) in this dtype
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -104,6 +104,8 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
        "configs/llama-tiny-bytes.json", "data/default.txt", "bf16"},
       {"stage 1 f32, bf16 m and v in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/gpt2-tiny-bytes.json",
        "data/default.txt", "bf16"},
+      {"stage 3 bf16, bf16 m and v on the device", 3, DType::bf16, 1, "none", "none", "configs/gpt2-tiny-bytes.json",
+       "data/default.txt", "bf16"},
   };
   for (const Config& c : cases) {
     const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
@@ -116,7 +118,7 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
     o.param_persistence_threshold = 300;
     o.offload_optimizer = c.optimizer, o.offload_param = c.param;
     o.optimizer_state_dtype = c.states;
-    if (c.precision != DType::f32) o.master_dtype = c.states;
+    if (c.precision != DType::f32 && c.optimizer != "none") o.master_dtype = c.states;   // the host's only
     if (c.precision == DType::f16) o.initial_scale_power = 30, o.loss_scale_window = 3;  // overflows, then grows
     if (c.optimizer == "nvme") {
       o.nvme_path = dir + "_nvme_r" + std::to_string(world->rank());

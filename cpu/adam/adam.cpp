@@ -86,8 +86,6 @@ adam_impl::KernelFn kernel_for(AdamIsa isa, bool states16) {
   }
 }
 
-uint64_t splitmix64(uint64_t& x) { return kernel_math::mix64(x += 0x9e3779b97f4a7c15ull); }
-
 adam_impl::Consts consts_for(const AdamHyper& h) {
   adam_impl::Consts c{};
   const double t = double(h.step);
@@ -128,9 +126,8 @@ bool adam_step(const AdamTensors& t, const AdamHyper& h, const AdamOptions& o) {
   adam_impl::Consts c = consts_for(h);
   // The stochastic rounding's keys: a function of (seed, step) only, never of the thread,
   // tile or rank that updates an element.
-  uint64_t x = t.seed ^ (uint64_t(h.step) * 0xd1b54a32d192ed03ull);
-  const uint64_t k1 = splitmix64(x), k2 = splitmix64(x);
-  c.key_lo = uint32_t(k1), c.key_hi = uint32_t(k1 >> 32), c.key_p = uint32_t(k2);
+  const kernel_math::Adam16Keys keys = kernel_math::adam16_keys(t.seed, h.step);
+  c.key_lo = keys.lo, c.key_hi = keys.hi, c.key_p = keys.p;
   const int64_t tile = std::max<int64_t>(o.tile, 64), tiles = (t.n + tile - 1) / tile;
   bool nonfinite = false;
 #pragma omp parallel for schedule(static) num_threads(threads_for(o)) reduction(|| : nonfinite) if (tiles > 1)

@@ -8,17 +8,7 @@
 
 namespace strata::cpu::adam_impl {
 
-namespace {
-
-uint16_t round_state(float x, uint32_t r16, bool stochastic) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  // NaN stays a quiet NaN; ±Inf stays itself (its mantissa is 0 and r16 < 2^16).
-  if (!stochastic || std::isnan(x)) return f32_to_bf16(x);
-  return uint16_t((u + r16) >> 16);
-}
-
-}  // namespace
+using kernel_math::round_state;
 
 bool kernel16_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
   bool nonfinite = false;
@@ -36,7 +26,7 @@ bool kernel16_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Con
     const float d = std::fma(std::sqrt(v), c.inv_sqrt_bc2, c.eps);
     p = std::fma(c.step_size, m / d, p * c.decay_mul);
     const uint64_t gi = uint64_t(t.index_base + i);
-    const uint32_t h = fmix32(uint32_t(gi) ^ fmix32(uint32_t(gi >> 32) ^ c.key_hi) ^ c.key_lo);
+    const uint32_t h = kernel_math::adam16_hash(gi, {c.key_lo, c.key_hi, c.key_p});
     if (t.m16)
       t.m16[i] = round_state(m, h & 0xffffu, t.stochastic);
     else

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "cpu/adam/adam.h"
+#include "kernels/math/adam16_math.h"
 
 namespace strata::cpu::adam_impl {
 
@@ -58,20 +59,9 @@ bool kernel16_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Con
 bool kernel16_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
 bool kernel16_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c);
 
-// Stochastic rounding's random bits, the same in every kernel: for global element index gi,
-//   h = fmix32(lo32(gi) ^ fmix32(hi32(gi) ^ key_hi) ^ key_lo)
-// m takes h's low 16 bits, v its high 16, and a bf16 master the high 16 of h·(key_p | 1) (an
-// odd multiplier: a bijection; one multiply, where a second fmix32 would cost two).
-// A state x rounds to bf16 as (bits(x) + r) >> 16 (NaN: f32_to_bf16's quiet NaN; ±Inf stays
-// itself): up with probability equal to the dropped fraction, so the rounding is unbiased.
-inline uint32_t fmix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x85ebca6bu;
-  x ^= x >> 13;
-  x *= 0xc2b2ae35u;
-  x ^= x >> 16;
-  return x;
-}
+// Stochastic rounding's random bits and the rounding itself: kernels/math/adam16_math.h,
+// shared with the CUDA AdamW on bf16 moments.
+using kernel_math::fmix32;
 
 // The bound for this access pattern (read 4 f32 arrays, write 3 back in place), used by
 // `strata bench adam`; same tiles and threads as the kernel.

@@ -70,6 +70,14 @@ struct AdamWArgs {
   // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
   int isa = 0, threads = 0;
   int64_t tile = int64_t(1) << 16;
+  // S17: m and v in bf16 (m16, v16 instead of m, v), rounded once per update stochastically
+  // from (seed, t, index_base + i) — index_base: the model-flat index of element 0 — or to
+  // nearest (kernels/math/adam16_math.h).
+  uint16_t* m16 = nullptr;
+  uint16_t* v16 = nullptr;
+  bool stochastic = true;
+  uint64_t seed = 0;
+  int64_t index_base = 0;
 };
 
 class Backend {

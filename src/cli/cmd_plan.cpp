@@ -179,9 +179,10 @@ int plan_main(int argc, char** argv) {
   const bool narrow = in.states.narrow();
   std::string states_note;
   if (narrow)
-    states_note = ", offloaded optimizer states: master " + std::string(dtype_name(in.states.master)) +
-                  ", m and v " + std::string(dtype_name(in.states.moments)) +
-                  " (K = " + std::to_string(in.states.master_bytes() + 2 * in.states.moment_bytes()) + ")";
+    states_note = ", optimizer states: master " + std::string(dtype_name(in.states.master)) + ", m and v " +
+                  std::string(dtype_name(in.states.moments)) +
+                  " (K = " + std::to_string(in.states.master_bytes() + 2 * in.states.moment_bytes()) + ")" +
+                  (in.states.master != DType::f32 ? "; a bf16 master in the offloading rows only" : "");
   std::printf("strata plan: %.4g parameters, %d rank(s), %s%s%s\n\n", in.psi, in.ranks,
               in.mixed ? "mixed precision (K = 12)" : "f32", states_note.c_str(),
               in.model ? "" : " (model states only: give --model for activations and step time)");
@@ -191,9 +192,10 @@ int plan_main(int argc, char** argv) {
   for (int stage = 0; stage <= 3; ++stage) {
     const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);
     std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
-    if (narrow && stage > 0) {  // the offloaded rows' states
+    if (narrow && (stage > 0 || in.states.master == DType::f32)) {
       const ModelStates h = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed, in.states);
-      std::printf(" (%.1f GB offloaded with 16-bit states)", (h.params + h.grads + h.optim) / GB);
+      std::printf(" (%.1f GB with these states%s)", (h.params + h.grads + h.optim) / GB,
+                  in.states.master != DType::f32 ? ", offloaded" : "");
     }
   }
   std::printf("\n\n");

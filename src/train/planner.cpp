@@ -169,13 +169,11 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
         if (!in.model && ckpt) continue;  // no shape: activations unknown
         PlanRow r;
         r.stage = stage, r.offload = o, r.checkpointing = ckpt;
-        // 16-bit states are the CPU Adam's: only offloading rows have them (a bf16 master
-        // only with 16-bit compute).
+        // bf16 moments in every row; a bf16 master is the CPU Adam's: only in offloading
+        // rows (and only with 16-bit compute).
         zero::StateFormat states;
-        if (o != "none") {
-          states.moments = in.states.moments;
-          if (in.mixed) states.master = in.states.master;
-        }
+        states.moments = in.states.moments;
+        if (o != "none" && in.mixed) states.master = in.states.master;
         const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed, states);
         r.params = ms.params, r.grads = ms.grads, r.optim = ms.optim;
         const double elem = in.mixed ? 2 : 4;

@@ -2,11 +2,12 @@
 
 namespace strata {
 
-AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config)
+AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config, MomentFormat moments)
     : be_(backend),
       cfg_(config),
-      m_(backend.allocate(size_t(num_params) * 4, "optim:adam_m")),
-      v_(backend.allocate(size_t(num_params) * 4, "optim:adam_v")) {
+      fmt_(moments),
+      m_(backend.allocate(size_t(num_params) * dtype_size(moments.dtype), "optim:adam_m")),
+      v_(backend.allocate(size_t(num_params) * dtype_size(moments.dtype), "optim:adam_v")) {
   be_.fill_zero(m_.data(), m_.bytes(), be_.compute_stream());
   be_.fill_zero(v_.data(), v_.bytes(), be_.compute_stream());
 }
@@ -17,8 +18,12 @@ void AdamW::step(float* params, const void* grads, DType grad_dtype, void* compu
   for (const Group& g : groups) {
     AdamWArgs a;
     a.param = params + g.offset;
-    a.m = m_.as<float>() + g.offset;
-    a.v = v_.as<float>() + g.offset;
+    if (fmt_.dtype == DType::bf16) {
+      a.m16 = m_.as<uint16_t>() + g.offset, a.v16 = v_.as<uint16_t>() + g.offset;
+      a.stochastic = fmt_.stochastic, a.seed = fmt_.seed, a.index_base = g.index;
+    } else {
+      a.m = m_.as<float>() + g.offset, a.v = v_.as<float>() + g.offset;
+    }
     a.grad = static_cast<const char*>(grads) + size_t(g.offset) * dtype_size(grad_dtype);
     a.grad_dtype = grad_dtype;
     a.param_out = compute_out ? static_cast<char*>(compute_out) + size_t(g.offset) * out_esz : nullptr;

@@ -16,10 +16,18 @@ struct AdamWConfig {
   bool bias_correction = true;  // divide m and v by 1-β^t (DeepSpeed's bias_correction)
 };
 
+// The device's moments in bf16 (S17, --optimizer-state-dtype bf16) and their rounding.
+struct MomentFormat {
+  DType dtype = DType::f32;
+  bool stochastic = true;
+  uint64_t seed = 0;
+};
+
 class AdamW {
  public:
-  // Optimizer states m and v (f32) come from the backend's budget, zeroed by the backend.
-  AdamW(Backend& backend, int64_t num_params, AdamWConfig config);
+  // Optimizer states m and v (f32, or bf16 per `moments`) come from the backend's budget,
+  // zeroed by the backend.
+  AdamW(Backend& backend, int64_t num_params, AdamWConfig config, MomentFormat moments = {});
   struct Group {
     int64_t offset, count;
     bool decay;
@@ -33,13 +41,16 @@ class AdamW {
   void step(float* params, const void* grads, DType grad_dtype, void* compute_out, DType compute_dtype,
             std::span<const Group> groups, float lr, float grad_scale, int64_t t, int32_t* nonfinite = nullptr);
   size_t state_bytes() const { return m_.bytes() + v_.bytes(); }
-  // The moments (device memory), indexed like the parameters (checkpoints read and restore them).
-  float* m() { return m_.as<float>(); }
-  float* v() { return v_.as<float>(); }
+  // The moments (device memory, in moment_dtype()), indexed like the parameters
+  // (checkpoints read and restore them).
+  void* m() { return m_.data(); }
+  void* v() { return v_.data(); }
+  DType moment_dtype() const { return fmt_.dtype; }
 
  private:
   Backend& be_;
   AdamWConfig cfg_;
+  MomentFormat fmt_;
   Buffer m_, v_;
 };
 

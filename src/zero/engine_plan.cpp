@@ -54,18 +54,17 @@ void check_zero_options(const ZeroOptions& o, int world) {
   STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
                "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
-  // S17: 16-bit states live with the CPU Adam (the device's AdamW keeps f32 ones).
+  // S17: bf16 moments live in any tier; a bf16 master only with the CPU Adam (the device keeps an f32 one).
   const StateFormat& f = o.states;
   STRATA_CHECK(
       (f.master == DType::f32 || f.master == DType::bf16) && (f.moments == DType::f32 || f.moments == DType::bf16),
       "--master-dtype " + std::string(dtype_name(f.master)) + " / --optimizer-state-dtype " +
           std::string(dtype_name(f.moments)),
       "optimizer states are f32 or bf16");
-  STRATA_CHECK(!f.narrow() || (o.offload_optimizer && o.offload_ratio == 1.0),
-               "--master-dtype " + std::string(dtype_name(f.master)) + " --optimizer-state-dtype " +
-                   std::string(dtype_name(f.moments)) + " without the whole optimizer on the host",
-               "16-bit optimizer states are updated by the CPU Adam: add --offload-optimizer cpu (or nvme) and "
-               "--offload-ratio 1 (the device's optimizer keeps f32 states)");
+  STRATA_CHECK(f.master == DType::f32 || (o.offload_optimizer && o.offload_ratio == 1.0),
+               "--master-dtype " + std::string(dtype_name(f.master)) + " without the whole optimizer on the host",
+               "a bf16 master is updated by the CPU Adam: add --offload-optimizer cpu (or nvme) and --offload-ratio "
+               "1 (the device keeps an f32 master; --optimizer-state-dtype bf16 alone works in every tier)");
   const int K = o.hpz_partition_size;
   STRATA_CHECK(K >= 1 && world % K == 0,
                "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world) + " ranks",
@@ -133,7 +132,7 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
         int64_t(std::llround((1.0 - o.offload_ratio) * double(shard))) / lay.align() * lay.align(), 0, int64_t(shard));
     if (o.offload_ratio == 1.0) p.host_begin = 0;
   }
-  d.adam_moments = 2 * 4 * uint64_t(p.device_adam_elements());
+  d.adam_moments = 2 * o.states.moment_bytes() * uint64_t(p.device_adam_elements());
   // Host chunks fit a staging buffer of f32 gradients, on the layout's alignment (NVMe needs it).
   p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
   if (o.offload_optimizer)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/convert.h"
+
 namespace strata::zero {
 
 ShardState::ShardState(Backend& backend, const EnginePlan& plan, int rank, float* master, AdamW& adam,
@@ -29,13 +31,7 @@ std::vector<StatePiece> ShardState::pieces(int64_t max_count) const {
 void ShardState::io(int kind, int64_t lo, int64_t hi, float* buf, bool write) {
   // Stage 0 keeps the master in the model and m, v in AdamW, both by flat offset.
   const int64_t split = plan_.policy.optimizer_states ? std::clamp(plan_.host_begin, lo, hi) : hi;
-  if (split > lo) {
-    float* dev = kind == 0 ? master_ : kind == 1 ? adam_.m() : adam_.v();
-    if (write)
-      be_.upload(dev + lo, buf, size_t(split - lo) * 4);
-    else
-      be_.download(buf, dev + lo, size_t(split - lo) * 4);
-  }
+  if (split > lo) device_io(kind, lo, split - lo, buf, write);
   if (hi > split) {
     // The host part: NVMe reads and writes whole aligned blocks, so widen to them.
     const int64_t al = host_->alignment(), base = host_->begin();
@@ -50,6 +46,27 @@ void ShardState::io(int kind, int64_t lo, int64_t hi, float* buf, bool write) {
       std::memcpy(tmp.data() + (split - A), part, size_t(hi - split) * 4);
       host_->write_state(kind, A, B, tmp.data());
     }
+  }
+}
+
+void ShardState::device_io(int kind, int64_t at, int64_t n, float* buf, bool write) {
+  if (kind == 0 || adam_.moment_dtype() == DType::f32) {
+    char* dev = static_cast<char*>(kind == 0 ? static_cast<void*>(master_) : kind == 1 ? adam_.m() : adam_.v());
+    if (write)
+      be_.upload(dev + size_t(at) * 4, buf, size_t(n) * 4);
+    else
+      be_.download(buf, dev + size_t(at) * 4, size_t(n) * 4);
+    return;
+  }
+  // bf16 moments: widened on the way out (exactly), rounded to nearest on the way in.
+  char* dev = static_cast<char*>(kind == 1 ? adam_.m() : adam_.v()) + size_t(at) * 2;
+  std::vector<uint16_t> half(static_cast<size_t>(n));
+  if (write) {
+    cpu::convert_from_f32(half.data(), DType::bf16, buf, size_t(n));
+    be_.upload(dev, half.data(), size_t(n) * 2);
+  } else {
+    be_.download(half.data(), dev, size_t(n) * 2);
+    cpu::convert_to_f32(buf, half.data(), DType::bf16, size_t(n));
   }
 }
 
@@ -70,7 +87,7 @@ void ShardState::load_moments(const FlatSource& m, const FlatSource& v) {
       buf.resize(size_t(ps.count));
       for (int kind = 1; kind < 3; ++kind) {
         (kind == 1 ? m : v).read(ps.offset, ps.count, buf.data());
-        be_.upload((kind == 1 ? adam_.m() : adam_.v()) + ps.offset, buf.data(), size_t(ps.count) * 4);
+        device_io(kind, ps.offset, ps.count, buf.data(), true);
       }
     }
   }

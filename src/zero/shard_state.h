@@ -38,6 +38,8 @@ class ShardState {
  private:
   // Shard offsets [lo, hi) of state `kind`, read or written across the device and host parts.
   void io(int kind, int64_t lo, int64_t hi, float* buf, bool write);
+  // n elements of state `kind` at device index `at`, in f32 (bf16 moments converted).
+  void device_io(int kind, int64_t at, int64_t n, float* buf, bool write);
 
   Backend& be_;
   const EnginePlan& plan_;
