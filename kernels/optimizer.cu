@@ -31,6 +31,18 @@ __global__ void square_finish_kernel(double* out, const double* partial, int64_t
   *out = accumulate ? *out + total : total;
 }
 
+// The updated parameter in the compute dtype, when asked for.
+__device__ void store_copy_out(const AdamLaunch& a, int64_t i, float p) {
+  if (a.param_out) {
+    if (a.out_dtype == 1)
+      store(static_cast<__nv_bfloat16*>(a.param_out), i, p);
+    else if (a.out_dtype == 2)
+      store(static_cast<__half*>(a.param_out), i, p);
+    else
+      store(static_cast<float*>(a.param_out), i, p);
+  }
+}
+
 template <typename G>
 __global__ void adamw_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
   km::AdamConsts c{a.beta1,        a.beta2, a.one_minus_beta1, a.one_minus_beta2, a.step_size,
@@ -40,14 +52,7 @@ __global__ void adamw_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
     float p = a.param[i], m = a.m[i], v = a.v[i];
     bad |= !km::adamw_element(&p, &m, &v, load(grad, i), c);
     a.param[i] = p, a.m[i] = m, a.v[i] = v;
-    if (a.param_out) {
-      if (a.out_dtype == 1)
-        store(static_cast<__nv_bfloat16*>(a.param_out), i, p);
-      else if (a.out_dtype == 2)
-        store(static_cast<__half*>(a.param_out), i, p);
-      else
-        store(static_cast<float*>(a.param_out), i, p);
-    }
+    store_copy_out(a, i, p);
   }
   if (bad && nonfinite) *nonfinite = 1;  // every writer writes the same value
 }
@@ -67,14 +72,7 @@ __global__ void adamw16_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) 
     a.param[i] = p;
     a.m16[i] = km::round_state(m, h & 0xffffu, a.stochastic);
     a.v16[i] = km::round_state(v, h >> 16, a.stochastic);
-    if (a.param_out) {
-      if (a.out_dtype == 1)
-        store(static_cast<__nv_bfloat16*>(a.param_out), i, p);
-      else if (a.out_dtype == 2)
-        store(static_cast<__half*>(a.param_out), i, p);
-      else
-        store(static_cast<float*>(a.param_out), i, p);
-    }
+    store_copy_out(a, i, p);
   }
   if (bad && nonfinite) *nonfinite = 1;
 }

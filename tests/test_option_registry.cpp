@@ -153,6 +153,9 @@ TEST(OptionRegistry, DeepSpeedKeysMapOntoTheirOptions) {
       {"aio.thread_count", R"({"aio": {"thread_count": 2}})"},
       {"activation_checkpointing", R"({"activation_checkpointing": {}})"},
       {"activation_checkpointing.cpu_checkpointing", R"({"activation_checkpointing": {"cpu_checkpointing": true}})"},
+      {"bf16.bf16_master_weights_and_grads", R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true}})"},
+      {"bf16.bf16_optimizer_states",
+       R"({"bf16": {"enabled": true, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": true}})"},
   };
   std::set<std::string> keys;
   for (const TrainOption& d : train_options()) {
