@@ -315,8 +315,8 @@ std::vector<TrainOption> make_options() {
                    "states) | false: after the norm (auto: true unless the states are on NVMe and --grad-clip is on)",
                    {"auto", "true", "false"}));
   v.push_back(text("optimizer-state-dtype", &O::optimizer_state_dtype,
-                   "f32 | bf16: Adam's m and v (bf16: 4 B per parameter instead of 8; needs the whole optimizer "
-                   "offloaded)",
+                   "f32 | bf16: Adam's m and v (bf16: 4 B per parameter instead of 8, on the device, in host RAM "
+                   "or on NVMe)",
                    {"f32", "bf16"}, "bf16.bf16_optimizer_states"));
   v.push_back(text("master-dtype", &O::master_dtype,
                    "f32 | bf16: the master parameters (bf16: with --precision bf16 they are the compute copy too; "

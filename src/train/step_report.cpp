@@ -63,7 +63,7 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
                  (long long)opts.steps, tokens_per_step);
     if (!run.data_line.empty()) std::fprintf(stderr, "strata: data: %s\n", run.data_line.c_str());
     if (const zero::StateFormat& f = run.engine_options.states; f.narrow())
-      std::fprintf(stderr, "strata: optimizer states on the host: master %s, m and v %s (%zu B per parameter), %s\n",
+      std::fprintf(stderr, "strata: optimizer states: master %s, m and v %s (%zu B per parameter), %s\n",
                    std::string(dtype_name(f.master)).c_str(), std::string(dtype_name(f.moments)).c_str(),
                    f.master_bytes() + 2 * f.moment_bytes(),
                    f.stochastic ? "rounded stochastically" : "rounded to nearest");

@@ -212,10 +212,9 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
     return;
   }
   // From the kept parameters' committed region, or the master's where it is in the compute
-  // dtype (f32 runs, a bf16 master). Straight into
-  // dst when it is block-aligned (the parameter cache), else through a per-thread aligned
-  // scratch: fetches run on the host→device stream, persistent publishes on the
-  // communication stream.
+  // dtype (f32 runs, a bf16 master). Straight into dst when it is block-aligned (the
+  // parameter cache), else through a per-thread aligned scratch: fetches run on the
+  // host→device stream, persistent publishes on the communication stream.
   const uint64_t off = region(keep_compute_ ? 3 : 0, cur_) + uint64_t(lo - begin_) * esz;
   const uint64_t want = uint64_t(hi - lo) * esz, bytes = file_->align(want);
   const size_t block = file_->block_size();
@@ -270,20 +269,19 @@ bool HostOptimizer::adam(States st, States in, int64_t lo, int64_t hi, float lr,
                          void* out) {
   const size_t esz = dtype_size(compute_dtype_), msz = size_of(0), ssz = size_of(1);
   const bool master16 = fmt_.master != DType::f32, moments16 = fmt_.moments != DType::f32;
-  const auto at = [](auto* p, int64_t i, size_t sz) {
-    return reinterpret_cast<decltype(p)>(reinterpret_cast<uintptr_t>(p) + uintptr_t(i) * sz);
-  };
+  const auto at = [](void* p, int64_t i, size_t sz) -> void* { return static_cast<char*>(p) + size_t(i) * sz; };
   bool nonfinite = false;
   for (const AdamW::Group& g : groups_) {
     const int64_t a = std::max(g.offset + begin_, lo), b = std::min(g.offset + begin_ + g.count, hi);
     if (b <= a) continue;
     const int64_t i = a - lo;
     cpu::AdamTensors ts;
-    if (master16)
-      ts.param16 = static_cast<uint16_t*>(at(st.master, i, msz)),
+    if (master16) {
+      ts.param16 = static_cast<uint16_t*>(at(st.master, i, msz));
       ts.param16_in = static_cast<const uint16_t*>(at(in.master, i, msz));
-    else
+    } else {
       ts.param = static_cast<float*>(at(st.master, i, msz)), ts.param_in = static_cast<float*>(at(in.master, i, msz));
+    }
     if (moments16) {
       ts.m16 = static_cast<uint16_t*>(at(st.m, i, ssz)), ts.v16 = static_cast<uint16_t*>(at(st.v, i, ssz));
       ts.m16_in = static_cast<uint16_t*>(at(in.m, i, ssz)), ts.v16_in = static_cast<uint16_t*>(at(in.v, i, ssz));
