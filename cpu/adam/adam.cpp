@@ -15,7 +15,6 @@
 
 #include "core/error.h"
 #include "cpu/adam/adam_kernels.h"
-#include "kernels/math/dropout_math.h"
 
 namespace strata::cpu {
 

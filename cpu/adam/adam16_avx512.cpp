@@ -28,6 +28,10 @@ struct Avx512 {
     return t == DType::bf16 ? widen16(_mm512_cvtepu16_epi32(h)) : _mm512_cvtph_ps(h);
   }
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void bump16(uint16_t* p) {  // +1 in each of W 16-bit lanes (the bound's trivial update)
+    auto* q = reinterpret_cast<__m256i*>(p);
+    _mm256_storeu_si256(q, _mm256_add_epi16(_mm256_loadu_si256(q), _mm256_set1_epi16(1)));
+  }
   static void store16(uint16_t* p, I b) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(b));
   }
@@ -74,23 +78,7 @@ bool kernel16_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Con
 }
 
 void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end) {
-  // As stream_bound16_avx2, 16 lanes.
-  const __m512 a = _mm512_set1_ps(1e-7f), b = _mm512_set1_ps(2e-7f), c = _mm512_set1_ps(3e-7f);
-  const __m256i one = _mm256_set1_epi16(1);
-  auto bump16 = [&](void* x, int64_t i) {
-    auto* q = reinterpret_cast<__m256i*>(static_cast<uint16_t*>(x) + i);
-    _mm256_storeu_si256(q, _mm256_add_epi16(_mm256_loadu_si256(q), one));
-  };
-  auto fma32 = [&](void* x, int64_t i, __m512 gv, __m512 k) {
-    float* q = static_cast<float*>(x) + i;
-    _mm512_storeu_ps(q, _mm512_fmadd_ps(gv, k, _mm512_loadu_ps(q)));
-  };
-  for (int64_t i = begin; i + 16 <= end; i += 16) {
-    const __m512 x = _mm512_loadu_ps(g + i);
-    p16 ? bump16(p, i) : fma32(p, i, x, a);
-    s16 ? bump16(m, i) : fma32(m, i, x, b);
-    s16 ? bump16(v, i) : fma32(v, i, x, c);
-  }
+  stream_bound16<Avx512>(p, p16, m, v, s16, g, begin, end);
 }
 
 }  // namespace strata::cpu::adam_impl

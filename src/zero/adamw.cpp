@@ -2,12 +2,12 @@
 
 namespace strata {
 
-AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config, MomentFormat moments)
+AdamW::AdamW(Backend& backend, int64_t num_params, AdamWConfig config, zero::StateFormat states)
     : be_(backend),
       cfg_(config),
-      fmt_(moments),
-      m_(backend.allocate(size_t(num_params) * dtype_size(moments.dtype), "optim:adam_m")),
-      v_(backend.allocate(size_t(num_params) * dtype_size(moments.dtype), "optim:adam_v")) {
+      fmt_(states),
+      m_(backend.allocate(size_t(num_params) * states.moment_bytes(), "optim:adam_m")),
+      v_(backend.allocate(size_t(num_params) * states.moment_bytes(), "optim:adam_v")) {
   be_.fill_zero(m_.data(), m_.bytes(), be_.compute_stream());
   be_.fill_zero(v_.data(), v_.bytes(), be_.compute_stream());
 }
@@ -18,7 +18,7 @@ void AdamW::step(float* params, const void* grads, DType grad_dtype, void* compu
   for (const Group& g : groups) {
     AdamWArgs a;
     a.param = params + g.offset;
-    if (fmt_.dtype == DType::bf16) {
+    if (fmt_.moments == DType::bf16) {
       a.m16 = m_.as<uint16_t>() + g.offset, a.v16 = v_.as<uint16_t>() + g.offset;
       a.stochastic = fmt_.stochastic, a.seed = fmt_.seed, a.index_base = g.index;
     } else {

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "cpu/adam/adam.h"
+#include "zero/zero_options.h"
 
 namespace strata {
 
@@ -16,18 +17,11 @@ struct AdamWConfig {
   bool bias_correction = true;  // divide m and v by 1-β^t (DeepSpeed's bias_correction)
 };
 
-// The device's moments in bf16 (S17, --optimizer-state-dtype bf16) and their rounding.
-struct MomentFormat {
-  DType dtype = DType::f32;
-  bool stochastic = true;
-  uint64_t seed = 0;
-};
-
 class AdamW {
  public:
-  // Optimizer states m and v (f32, or bf16 per `moments`) come from the backend's budget,
-  // zeroed by the backend.
-  AdamW(Backend& backend, int64_t num_params, AdamWConfig config, MomentFormat moments = {});
+  // Optimizer states m and v (in states.moments: f32, or bf16 rounded as states says; the
+  // master is the caller's, f32) come from the backend's budget, zeroed by the backend.
+  AdamW(Backend& backend, int64_t num_params, AdamWConfig config, zero::StateFormat states = {});
   struct Group {
     int64_t offset, count;
     bool decay;
@@ -45,12 +39,12 @@ class AdamW {
   // (checkpoints read and restore them).
   void* m() { return m_.data(); }
   void* v() { return v_.data(); }
-  DType moment_dtype() const { return fmt_.dtype; }
+  DType moment_dtype() const { return fmt_.moments; }
 
  private:
   Backend& be_;
   AdamWConfig cfg_;
-  MomentFormat fmt_;
+  zero::StateFormat fmt_;
   Buffer m_, v_;
 };
 

@@ -50,13 +50,7 @@ void touch_state(Buffer& b, const cpu::AdamOptions& o) {
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                              AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
                              const io::NvmeOptions* nvme, int rank, int64_t chunk_elements, const StateFormat& format)
-    : cfg_(config),
-      fmt_(format),
-      begin_(begin),
-      end_(end),
-      speculative_(speculative),
-      compute_dtype_(compute_dtype),
-      keep_compute_(keep_compute && compute_dtype != DType::f32 && format.master != compute_dtype) {
+    : cfg_(config), fmt_(format), begin_(begin), end_(end), speculative_(speculative), compute_dtype_(compute_dtype) {
   STRATA_CHECK(fmt_.master == DType::f32 || fmt_.master == compute_dtype,
                "HostOptimizer: a " + std::string(dtype_name(fmt_.master)) + " master with " +
                    std::string(dtype_name(compute_dtype)) + " compute",
@@ -215,7 +209,7 @@ void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
   // dtype (f32 runs, a bf16 master). Straight into dst when it is block-aligned (the
   // parameter cache), else through a per-thread aligned scratch: fetches run on the
   // host→device stream, persistent publishes on the communication stream.
-  const uint64_t off = region(keep_compute_ ? 3 : 0, cur_) + uint64_t(lo - begin_) * esz;
+  const uint64_t off = region(sizes_.keep ? 3 : 0, cur_) + uint64_t(lo - begin_) * esz;
   const uint64_t want = uint64_t(hi - lo) * esz, bytes = file_->align(want);
   const size_t block = file_->block_size();
   if (reinterpret_cast<uintptr_t>(dst) % block == 0 && bytes == want) {
@@ -237,7 +231,7 @@ void HostOptimizer::finish_init() {
     if (compute_.data()) cpu::convert_parallel(compute_.data(), compute_dtype_, master_[cur_].data(), fmt_.master, n);
     return;
   }
-  if (!keep_compute_) return;
+  if (!sizes_.keep) return;
   // The kept parameters from the master, one bounce-sized piece at a time.
   const size_t esz = dtype_size(compute_dtype_);
   const int64_t most = int64_t(bounce_.bytes() / 4);
@@ -356,16 +350,16 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
     next_slot_ = (n + 1) % 3;
     read_state(slots_[n], src, next->lo, next->hi, true);
   }
-  void* copy_out = keep_compute_ ? cur.params : out;
+  void* copy_out = sizes_.keep ? cur.params : out;
   const States here{cur.master, cur.m, cur.v};
   const bool bad = adam(here, here, c.lo, c.hi, lr, grad_scale, t, copy_out);
-  if (out && keep_compute_) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
+  if (out && sizes_.keep) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
   const uint64_t n = uint64_t(c.hi - c.lo), i = uint64_t(c.lo - begin_), msz = size_of(0), ssz = size_of(1);
   const io::NvmeQueue::Op ops[4] = {{true, region(0, dst) + i * msz, cur.master, file_->align(n * msz)},
                                     {true, region(1, dst) + i * ssz, cur.m, file_->align(n * ssz)},
                                     {true, region(2, dst) + i * ssz, cur.v, file_->align(n * ssz)},
                                     {true, region(3, dst) + i * esz, cur.params, file_->align(n * esz)}};
-  cur.write_ticket = queue().start({ops, size_t(keep_compute_ ? 4 : 3)});
+  cur.write_ticket = queue().start({ops, size_t(sizes_.keep ? 4 : 3)});
   cur.lo = -1;  // its contents are this step's result, not a prefetch
   return bad;
 }

@@ -141,7 +141,6 @@ class HostOptimizer {
   int64_t begin_, end_;
   bool speculative_;
   DType compute_dtype_;
-  bool keep_compute_;
   std::vector<AdamW::Group> groups_;                  // clipped to [begin, end), offsets relative to begin
   Buffer master_[2], m_[2], v_[2], grads_, compute_;  // RAM states
   int cur_ = 0;

@@ -114,8 +114,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     const int64_t hi = std::min(g.offset + g.count, policy_.optimizer_states ? plan_.host_begin : g.offset + g.count);
     if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay, g.index});
   }
-  adam_ = std::make_unique<AdamW>(be_, plan_.device_adam_elements(), adam_cfg_,
-                                  MomentFormat{opts_.states.moments, opts_.states.stochastic, opts_.states.seed});
+  adam_ = std::make_unique<AdamW>(be_, plan_.device_adam_elements(), adam_cfg_, opts_.states);
   if (opts_.offload_optimizer) {
     AdamWConfig host_cfg = adam_cfg_;
     host_cfg.kernel.threads = std::max(1, opts_.host_threads);
