@@ -199,11 +199,14 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
   }
 }
 
-// S17: a checkpoint holds f32 states (a bf16 state widened, exactly), so a run resumes with
-// other state dtypes, at another stage: the first resumed step's loss is the writer's own
-// next loss bit for bit (a bf16 master and the bf16 compute copy are both the f32 master
-// rounded to nearest, and a widened bf16 master narrows back to itself), and the run goes on
-// to the writer's losses within the 16-bit states' resolution.
+// S17: a checkpoint holds each state in its run's dtype (a bf16 state widens exactly on
+// reading), so a run resumes with other state dtypes, at another stage, once --allow-changes
+// says so: the first resumed step's loss is the writer's own next loss bit for bit (a bf16
+// master and the bf16 compute copy are both the f32 master rounded to nearest, and a widened
+// bf16 master narrows back to itself), and the run goes on to the writer's losses within the
+// 16-bit states' resolution.
+std::string message_of(const TrainOptions& o);
+
 TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
   for (const auto& [from, to] : {std::pair{"f32", "bf16"}, std::pair{"bf16", "f32"}}) {
     const std::string dir = shared_dir(std::string("dtypes_") + from);
@@ -220,12 +223,32 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
       if (step == 5) throw Interrupted();
     };
     EXPECT_THROW(train(w), Interrupted);
+    const std::string what = std::string(from) + " states -> " + to + ", " + std::to_string(world->size()) + " ranks";
+    {  // The rank files hold master, m and v in the writer's dtype: 12 or 6 bytes per parameter.
+      const CheckpointReader ck((fs::path(dir) / "checkpoints" / checkpoint_dir_name(4)).string(), world);
+      const DType want = std::string(from) == "bf16" ? DType::bf16 : DType::f32;
+      uint64_t state_bytes = 0;
+      for (const CheckpointFile& f : ck.manifest().files) {
+        const io::SafetensorsFile file((fs::path(ck.dir()) / f.name).string());
+        for (const io::SafeTensor& t : file.header().tensors) {
+          EXPECT_EQ(t.dtype, want) << what << ": " << f.name << " " << t.name;
+          state_bytes += uint64_t(t.numel()) * dtype_size(t.dtype);
+        }
+      }
+      EXPECT_EQ(state_bytes, uint64_t(ck.manifest().num_params) * 3 * dtype_size(want)) << what;
+    }
     TrainOptions r = w;
     r.on_step_begin = nullptr, r.resume = true;
     r.zero_stage = 3, r.offload_param = "cpu", r.param_persistence_threshold = 300;
     r.optimizer_state_dtype = r.master_dtype = to;
+    const std::string refused = message_of(r);  // the dtypes change what the run computes
+    EXPECT_NE(refused.find("--optimizer-state-dtype " + std::string(to) + " (checkpoint: " + from + ")"),
+              std::string::npos)
+        << refused;
+    EXPECT_NE(refused.find("--master-dtype"), std::string::npos) << refused;
+    EXPECT_NE(refused.find("--allow-changes"), std::string::npos) << refused;
+    r.allow_changes = true;
     const TrainResult b = train(r);
-    const std::string what = std::string(from) + " states -> " + to + ", " + std::to_string(world->size()) + " ranks";
     ASSERT_EQ(b.resumed_from, 4) << what;
     ASSERT_EQ(b.steps.size(), 4u) << what;
     EXPECT_EQ(b.steps[0].loss, a.steps[4].loss) << what << ": the first resumed step";

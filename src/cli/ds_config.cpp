@@ -376,12 +376,13 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.accept("reduce_scatter", "Strata reduce-scatters at stages 1-3 (all-reduce gives the same sums)");
     b.accept("allgather_partitions", "Strata all-gathers partitions (the same parameters either way)");
     b.accept("round_robin_gradients", "an offload speed-up in DeepSpeed; Strata's partitions give the same result");
-    // How DeepSpeed reads its own checkpoints; Strata's resume restores the f32 master exactly.
-    b.accept("load_from_fp32_weights", "Strata resumes from its f32 master, bit for bit");
+    // How DeepSpeed reads its own checkpoints; Strata's resume restores the master exactly.
+    b.accept("load_from_fp32_weights",
+             "Strata resumes from its master (f32, or bf16 with --master-dtype bf16), bit for bit");
     b.accept("elastic_checkpoint", "Strata's checkpoints reshard onto any world size");
     for (const char* k : {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
                           "stage3_gather_fp16_weights_on_model_save"})
-      b.accept(k, "Strata's checkpoints keep the f32 master; `strata export` writes the 16-bit model");
+      b.accept(k, "Strata's checkpoints keep the master in its dtype; `strata export` writes the 16-bit model");
     b.unsupported("zero_quantized_weights", no, "Strata gathers weights unquantised");
     b.unsupported("zero_quantized_gradients", no, "Strata reduces gradients unquantised");
     // A bucket size of 0 is DeepSpeed's "one parameter per bucket": a speed setting, so

@@ -3,7 +3,9 @@
 // OUT/checkpoints/step-00000012/
 //   manifest.json                          trainer state + every file's size and xxHash64
 //   rank-00000-of-00002.safetensors        what rank 0 owns: tensors "master.<flat>",
-//   rank-00001-of-00002.safetensors          "m.<flat>", "v.<flat>" (f32, model-flat ranges)
+//   rank-00001-of-00002.safetensors          "m.<flat>", "v.<flat>" (model-flat ranges, each
+//                                            state in its run's dtype: f32, or bf16 with
+//                                            --master-dtype / --optimizer-state-dtype bf16)
 //
 // A save first checks that the whole checkpoint fits in the free space, then writes into
 // OUT/checkpoints/.step-00000012.HOST-PID.tmp/ (named by rank 0's process): each rank its

@@ -347,7 +347,8 @@ std::vector<TrainOption> make_options() {
                    "continue from the newest complete checkpoint in --out (any world size or stage; fresh if none; a "
                    "finished run exits 0)"));
   v.push_back(flag("allow-changes", &O::allow_changes,
-                   "with --resume: allow a different --precision, --seq-len or global batch than the checkpoint's"));
+                   "with --resume: allow a different --precision, --seq-len, global batch, or optimizer state dtype or "
+                   "rounding than the checkpoint's"));
   return v;
 }
 

@@ -40,6 +40,9 @@ std::vector<Difference> differences(const CheckpointManifest& m, const TrainOpti
                          " = " + std::to_string(saved),
                      true});
   }
+  cmp("master_dtype", "--master-dtype", o.master_dtype, true);
+  cmp("optimizer_state_dtype", "--optimizer-state-dtype", o.optimizer_state_dtype, true);
+  cmp("state_rounding", "--state-rounding", o.state_rounding, true);
   cmp("lr", "--lr", o.lr, false);
   cmp("warmup", "--warmup", o.warmup, false);
   cmp("warmup_type", "--warmup-type", o.warmup_type, false);

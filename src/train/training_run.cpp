@@ -6,6 +6,7 @@
 #include "backend/device.h"
 #include "comm/communicator.h"
 #include "comm/device_comm.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "model/model_factory.h"
 #include "train/resume.h"
@@ -150,17 +151,24 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
            {"grad_accum", opts.grad_accum},
            {"seq_len", opts.seq_len},
            {"precision", std::string(dtype_name(opts.precision))},
+           {"master_dtype", opts.master_dtype},
+           {"optimizer_state_dtype", opts.optimizer_state_dtype},
+           {"state_rounding", opts.state_rounding},
            {"data", data_path}};
   // The model directory a run started from: `strata export` copies its tokenizer files,
   // generation_config.json and special token ids into the exported model.
   if (std::filesystem::is_directory(model_path)) m.run["model_dir"] = std::filesystem::absolute(model_path).string();
   const std::vector<zero::ZeroEngine::StatePiece> pieces = engine->state_pieces(int64_t(1) << 22);
   static const char* kinds[3] = {"master", "m", "v"};
+  // S17: each state is stored in its own dtype, so a bf16 state's checkpoint is half an f32
+  // one's. The engine reads states widened to f32, which narrows back exactly.
+  const DType dtypes[3] = {parse_dtype(opts.master_dtype), parse_dtype(opts.optimizer_state_dtype),
+                           parse_dtype(opts.optimizer_state_dtype)};
   std::vector<io::SafetensorsWriter::Entry> table;
   uint64_t file_bytes = 1024;  // the header's fixed part; each entry's below
   for (const auto& p : pieces) {
-    table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), DType::f32, {p.count}});
-    file_bytes += uint64_t(p.count) * 4 + 128;
+    table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), dtypes[p.kind], {p.count}});
+    file_bytes += uint64_t(p.count) * dtype_size(dtypes[p.kind]) + 128;
   }
   strata::save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
     io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
@@ -168,7 +176,14 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
     for (const auto& p : pieces) {
       buf.resize(size_t(p.count));
       engine->read_state(p, buf.data());
-      w.write(buf.data(), buf.size() * 4);
+      if (dtypes[p.kind] == DType::bf16)  // a bf16 state read back is a bf16 value: nothing is lost
+        for (size_t i = 0; i < buf.size(); ++i)
+          STRATA_CHECK(bf16_to_f32(f32_to_bf16(buf[i])) == buf[i] || buf[i] != buf[i],
+                       std::string("checkpoint: ") + kinds[p.kind] + " element " +
+                           std::to_string(p.flat_begin + int64_t(i)) + " is not a bf16 value in a run with bf16 " +
+                           kinds[p.kind],
+                       "this is a bug: report it with the run's options");
+      w.write_f32(buf, dtypes[p.kind]);
     }
     const uint64_t h = w.finish();
     return SavedRankFile{h, w.bytes_total()};

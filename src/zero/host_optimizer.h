@@ -3,7 +3,8 @@
 // (in the run's gradient dtype, always in host RAM), updated chunk by chunk by the CPU Adam
 // on the host stream. The states are f32, or (S17, StateFormat) m and v and/or the master in
 // bf16: the interface below stays f32 (widened on reads, rounded to nearest on writes, which
-// gives back a widened bf16 exactly), so checkpoints, export and resharding see f32 states.
+// gives back a widened bf16 exactly), so checkpoints (which store each state in its dtype),
+// export and resharding see f32 states.
 //
 // Where the states live: host RAM, or (S5) an NVMe swap file, in regions master | m | v
 // (and, with parameters offloaded too and an f32 master, the 16-bit parameters; a bf16
