@@ -49,7 +49,7 @@ bool adam_isa_supported(AdamIsa isa) {
     case AdamIsa::avx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case AdamIsa::avx512:
-      return __builtin_cpu_supports("avx512f");
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");  // BW: the 16-bit kernel
   }
   return false;
 }

@@ -20,6 +20,7 @@ struct Avx2 {
   static F load16(const uint16_t* p) {
     return widen16(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
+  static void load16x2(const uint16_t* p, F& a, F& b) { a = load16(p), b = load16(p + W); }
   static F load_grad(const void* g, DType t, int64_t i) {
     if (t == DType::f32) return _mm256_loadu_ps(static_cast<const float*>(g) + i);
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(g) + i));
@@ -30,10 +31,13 @@ struct Avx2 {
     auto* q = reinterpret_cast<__m128i*>(p);
     _mm_storeu_si128(q, _mm_add_epi16(_mm_loadu_si128(q), _mm_set1_epi16(1)));
   }
-  static void store16(uint16_t* p, I b) {  // lanes < 2^16: packus keeps them exactly
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                     _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)));
+  // The high halves of a's and b's lanes (bf16 bits) as 16 values: packus interleaves the
+  // 128-bit halves (lanes < 2^16 after the shift, kept exactly), one permute puts them back.
+  static void store16x2(uint16_t* p, I a, I b) {
+    const I packed = _mm256_packus_epi32(_mm256_srli_epi32(a, 16), _mm256_srli_epi32(b, 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_permute4x64_epi64(packed, 0xd8));
   }
+  static F hi_to_f32(I x) { return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(int(0xffff0000u)))); }
   static void store_f16(uint16_t* p, F v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
@@ -53,18 +57,22 @@ struct Avx2 {
     x = _mm256_mullo_epi32(x, _mm256_set1_epi32(int(0xc2b2ae35u)));
     return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
   }
-  // bf16 bits (in 32-bit lanes) of x: (bits + r) >> 16 when stochastic, else round to nearest
-  // even as core/dtype.h's f32_to_bf16; NaN becomes f32_to_bf16's quiet NaN either way.
-  static I round(F x, I r, bool stochastic) {
-    const I u = _mm256_castps_si256(x);
+  // x's bf16 bits in the high half of each lane, as round_state: (bits + r) when stochastic,
+  // else to nearest even; NaN becomes f32_to_bf16's quiet NaN either way.
+  static I round_hi(F x, I r, bool stochastic) {
     const I is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-    const I quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    if (stochastic)  // NaN stays a quiet NaN; ±Inf stays itself (mantissa 0, r < 2^16)
-      return _mm256_srli_epi32(_mm256_blendv_epi8(_mm256_add_epi32(u, r), quiet, is_nan), 16);
-    const I lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    const I rne = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
-    return _mm256_srli_epi32(_mm256_blendv_epi8(rne, quiet, is_nan), 16);
+    const I quiet = _mm256_or_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x00400000));
+    return _mm256_blendv_epi8(round_hi_finite(x, r, stochastic), quiet, is_nan);
   }
+  // The same where x is not NaN (±Inf stays itself: mantissa 0, r < 2^16).
+  static I round_hi_finite(F x, I r, bool stochastic) {
+    const I u = _mm256_castps_si256(x);
+    if (stochastic) return _mm256_add_epi32(u, r);
+    const I lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  }
+  static Bad unord(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)); }
+  static Bad either(Bad a, Bad b) { return _mm256_or_si256(a, b); }
   static Bad no_bad() { return _mm256_setzero_si256(); }
   static Bad flag(Bad b, F raw) {
     const I expo = _mm256_set1_epi32(0x7f800000);

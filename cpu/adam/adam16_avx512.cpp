@@ -9,6 +9,19 @@ namespace strata::cpu::adam_impl {
 
 namespace {
 
+// Word-permute indices (plain data: nothing runs before the CPU is checked): kLo/kHi put
+// words 0-15 / 16-31 at the odd (high-half) positions; kOdd gathers the odd words of two
+// vectors.
+struct WordIndex {
+  alignas(64) uint16_t w[32];
+};
+constexpr WordIndex word_index(int first, int step, int div) {
+  WordIndex t{};
+  for (int j = 0; j < 32; ++j) t.w[j] = uint16_t(first + j * step / div);
+  return t;
+}
+constexpr WordIndex kLo = word_index(0, 1, 2), kHi = word_index(16, 1, 2), kOdd = word_index(1, 2, 1);
+
 struct Avx512 {
   using F = __m512;
   using I = __m512i;
@@ -19,8 +32,11 @@ struct Avx512 {
   static I lane_index() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   static F widen16(I b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
-  static F load16(const uint16_t* p) {
-    return widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+  // 32 bf16 values as two vectors: a word permute puts each in the high half of its lane.
+  static void load16x2(const uint16_t* p, F& a, F& b) {
+    const I w = _mm512_loadu_si512(p);
+    a = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, _mm512_load_si512(kLo.w), w));
+    b = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, _mm512_load_si512(kHi.w), w));
   }
   static F load_grad(const void* g, DType t, int64_t i) {
     if (t == DType::f32) return _mm512_loadu_ps(static_cast<const float*>(g) + i);
@@ -32,9 +48,11 @@ struct Avx512 {
     auto* q = reinterpret_cast<__m256i*>(p);
     _mm256_storeu_si256(q, _mm256_add_epi16(_mm256_loadu_si256(q), _mm256_set1_epi16(1)));
   }
-  static void store16(uint16_t* p, I b) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(b));
+  // The high halves of a's and b's lanes (bf16 bits) as 32 values: one two-source permute.
+  static void store16x2(uint16_t* p, I a, I b) {
+    _mm512_storeu_si512(p, _mm512_permutex2var_epi16(a, _mm512_load_si512(kOdd.w), b));
   }
+  static F hi_to_f32(I x) { return _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int(0xffff0000u)))); }
   static void store_f16(uint16_t* p, F v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
@@ -54,15 +72,22 @@ struct Avx512 {
     x = _mm512_mullo_epi32(x, _mm512_set1_epi32(int(0xc2b2ae35u)));
     return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
   }
-  static I round(F x, I r, bool stochastic) {  // as the AVX2 kernel's
-    const I u = _mm512_castps_si512(x);
+  // x's bf16 bits in the high half of each lane, as round_state: (bits + r) when stochastic,
+  // else to nearest even; NaN becomes f32_to_bf16's quiet NaN either way.
+  static I round_hi(F x, I r, bool stochastic) {
     const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    const I quiet = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
-    if (stochastic) return _mm512_srli_epi32(_mm512_mask_mov_epi32(_mm512_add_epi32(u, r), is_nan, quiet), 16);
-    const I lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const I rne = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
-    return _mm512_srli_epi32(_mm512_mask_mov_epi32(rne, is_nan, quiet), 16);
+    const I quiet = _mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x00400000));
+    return _mm512_mask_mov_epi32(round_hi_finite(x, r, stochastic), is_nan, quiet);
   }
+  // The same where x is not NaN (±Inf stays itself: mantissa 0, r < 2^16).
+  static I round_hi_finite(F x, I r, bool stochastic) {
+    const I u = _mm512_castps_si512(x);
+    if (stochastic) return _mm512_add_epi32(u, r);
+    const I lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  }
+  static Bad unord(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q); }
+  static Bad either(Bad a, Bad b) { return a | b; }
   static Bad no_bad() { return 0; }
   static Bad flag(Bad b, F raw) {
     const I expo = _mm512_set1_epi32(0x7f800000);
