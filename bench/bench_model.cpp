@@ -59,11 +59,29 @@ Measured measure_strata(const ModelSpec& spec, const ModelBenchOptions& o, DType
   return {double(BT) / best, best};
 }
 
+// The OpenBLAS core the peer runs: OpenBLAS 0.3.21 (Debian 12) takes CPUs it does not know
+// for "Prescott" and runs its SSE3 kernels — on the Intel Xeon with AVX512-BF16 this was
+// measured on, its sgemm ran at 63 GFLOP/s against 255 as "Cooperlake", and PyTorch's GPT-2
+// step 3.9x slower (66 against 259 tok/s). So unless the user chose one, the peer gets the
+// newest core this CPU can run ("" leaves OpenBLAS to choose).
+std::string openblas_core() {
+  if (const char* e = std::getenv("OPENBLAS_CORETYPE"); e && *e) return e;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl")) return "Cooperlake";
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
+}
+
 // Runs the PyTorch peer script; returns tokens/s or a negative number when unavailable.
 double measure_torch(const ModelBenchOptions& o, const std::string& config_path, const std::string& dtype, int threads,
                      std::string& note) {
   const std::string script = resolve_resource("bench/peer_torch_gpt2.py");
-  const std::string cmd = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=" + std::to_string(threads) + " " +
+  const std::string core = openblas_core();
+  const std::string cmd = (core.empty() ? "" : "OPENBLAS_CORETYPE=" + core + " ") +
+                          "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=" + std::to_string(threads) + " " +
                           o.python + " " + script + " --config " + config_path + " --batch " +
                           std::to_string(o.micro_batch) + " --seq-len " + std::to_string(o.seq_len) + " --steps " +
                           std::to_string(o.steps) + " --warmup " + std::to_string(o.warmup) + " --dtype " + dtype +
@@ -130,6 +148,8 @@ int run_model_bench(const ModelBenchOptions& o) {
     std::printf("16-bit GEMMs: %s (no AVX512-BF16)\n", path);
   }
   const auto peer_list = split(o.peer_precisions);
+  if (want_peer && !openblas_core().empty())  // (used when PyTorch's BLAS is OpenBLAS)
+    std::printf("torch peer: OPENBLAS_CORETYPE=%s\n", openblas_core().c_str());
   struct Row {
     std::string name;
     Measured m;
@@ -165,7 +185,10 @@ int run_model_bench(const ModelBenchOptions& o) {
       j["torch_tokens_per_s"] = r.peer, j["torch_gflops"] = r.peer * fpt * 1e-9, j["ratio_vs_torch"] = ratio;
     if (torch_best > 0) j["ratio_vs_torch_fastest"] = vs_best, j["torch_fastest"] = torch_best_name;
   }
-  if (torch_best > 0) result["torch_blas"] = note;
+  if (torch_best > 0) {
+    result["torch_blas"] = note;
+    if (note == "openblas") result["torch_openblas_core"] = openblas_core().empty() ? "auto" : openblas_core();
+  }
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }
