@@ -247,6 +247,20 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
         << refused;
     EXPECT_NE(refused.find("--master-dtype"), std::string::npos) << refused;
     EXPECT_NE(refused.find("--allow-changes"), std::string::npos) << refused;
+    {  // The rounding is compared only where a state is 16-bit (on a copy of the checkpoints).
+      TrainOptions other = w;
+      other.on_step_begin = nullptr, other.resume = true, other.state_rounding = "nearest";
+      other.out = dir + "_rounding";
+      if (world->rank() == 0) fs::copy(dir, other.out, fs::copy_options::recursive);
+      world->barrier();
+      const std::string msg = message_of(other);
+      if (std::string(from) == "bf16")
+        EXPECT_NE(msg.find("--state-rounding nearest (checkpoint: stochastic)"), std::string::npos) << msg;
+      else
+        EXPECT_EQ(msg, "(no error)") << "f32 states do not round";
+      world->barrier();
+      if (world->rank() == 0) fs::remove_all(other.out);
+    }
     r.allow_changes = true;
     const TrainResult b = train(r);
     ASSERT_EQ(b.resumed_from, 4) << what;

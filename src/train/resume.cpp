@@ -42,7 +42,11 @@ std::vector<Difference> differences(const CheckpointManifest& m, const TrainOpti
   }
   cmp("master_dtype", "--master-dtype", o.master_dtype, true);
   cmp("optimizer_state_dtype", "--optimizer-state-dtype", o.optimizer_state_dtype, true);
-  cmp("state_rounding", "--state-rounding", o.state_rounding, true);
+  // The rounding matters only where a state is 16-bit, in the checkpoint's run or this one.
+  const auto saved_bf16 = [&](const char* key) { return r.contains(key) && r[key] == "bf16"; };
+  if (o.optimizer_state_dtype == "bf16" || o.master_dtype == "bf16" || saved_bf16("optimizer_state_dtype") ||
+      saved_bf16("master_dtype"))
+    cmp("state_rounding", "--state-rounding", o.state_rounding, true);
   cmp("lr", "--lr", o.lr, false);
   cmp("warmup", "--warmup", o.warmup, false);
   cmp("warmup_type", "--warmup-type", o.warmup_type, false);
