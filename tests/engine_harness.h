@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ class FakeModel final : public UnitModel {
   std::vector<void*> params_;
 };
 
+// "u<N>", a fake unit's parameter name (snprintf, not "u" + std::to_string(u): GCC 12 warns
+// -Wrestrict on that, a false positive).
+inline std::string unit_name(size_t u) {
+  char name[24];
+  std::snprintf(name, sizeof name, "u%zu", u);
+  return name;
+}
+
 // One engine over a FakeModel, owning the model's parameter buffers where the stage says
 // the model keeps them. f32 only: the compute copy is the master.
 class EngineHarness {
@@ -63,7 +72,7 @@ class EngineHarness {
         model_.set_unit_params(u, master_.as<float>() + model_.unit_begin(u));
     }
     for (int u = 0; u < model_.num_units(); ++u) {
-      mb.params.push_back({"u" + std::to_string(u), u, model_.unit_begin(u), model_.unit_count(u)});
+      mb.params.push_back({unit_name(u), u, model_.unit_begin(u), model_.unit_count(u)});
       mb.weight_decay.push_back(u % 2 == 0);
     }
     engine_.attach(model_, std::move(mb), 1);

@@ -79,7 +79,7 @@ TEST(Engine, Stage3PrefetchesInAccessOrderWithinItsArena) {
 TEST(Engine, PlanRefusesWhatCannotRunBeforeAllocating) {
   zero::EnginePlanInput in;
   for (size_t u = 0; u < kUnits.size(); ++u)
-    in.params.push_back({"u" + std::to_string(u), int(u), u == 0 ? 0 : 300 + 1000 * int64_t(u - 1), kUnits[u]});
+    in.params.push_back({test::unit_name(u), int(u), u == 0 ? 0 : 300 + 1000 * int64_t(u - 1), kUnits[u]});
   in.unit_sizes = kUnits;
   in.options = small_options(3);
   in.options.max_live_params = 500;
