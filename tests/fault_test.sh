@@ -11,7 +11,9 @@
 set -u
 bin=$1; case_name=$2
 src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d); trap 'umount "$tmp"/small 2>/dev/null; rm -rf "$tmp"' EXIT
+# On any exit, a failed check included, the runs left in the background go too: one left
+# running would hold ctest's output pipe open, and ctest would wait for it to its timeout.
+tmp=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; umount "$tmp"/small 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$src/tests/test_lib.sh"
 mpi=(mpirun --allow-run-as-root --oversubscribe)
 same_log() {  # same_log REF RUN: identical, each step exactly once
@@ -59,7 +61,10 @@ case $case_name in
     expect_error 1 "in use by another run (PID $owner on host $(hostname))" -- "${args[@]}" --out "$tmp/run"
     grep -q "give another --out" "$tmp/err" || fail "no hint: $(cat "$tmp/err")"
     n=$(wc -l <"$tmp/run/metrics.jsonl")
-    sleep 0.5
+    for _ in $(seq 1 300); do  # (up to 30 s: under ctest -j2 the owner may wait for a core)
+      [[ $(wc -l <"$tmp/run/metrics.jsonl") -gt $n ]] && break
+      sleep 0.1
+    done
     [[ $(wc -l <"$tmp/run/metrics.jsonl") -gt $n ]] || fail "the owner stopped logging after the refused run"
     kill -9 $owner; wait $owner 2>/dev/null
     # The owner died holding the lock: the next run takes it over and says whose it was.
