@@ -41,7 +41,8 @@ std::vector<ParamSpec> gpt2_unit_layout(const GPT2Config& c) {
       Shape one;  // drop the stacked layer dimension
       one.rank = s.shape.rank - 1;
       for (int d = 1; d < s.shape.rank; ++d) one.dims[size_t(d - 1)] = s.shape.dims[size_t(d)];
-      s.name = "h" + std::to_string(l) + "." + s.name;
+      // (append, not "h" + std::to_string(l): GCC 12 warns -Wrestrict there, a false positive)
+      s.name = std::string("h").append(std::to_string(l)).append(".").append(s.name);
       s.shape = one;
       s.layer = l;
       s.unit = 1 + l;

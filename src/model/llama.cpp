@@ -64,7 +64,8 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   };
   add("embed", {Vp, C}, true, P::embed, 0, 0);
   for (int l = 0; l < c.n_layer; ++l) {
-    const std::string h = "h" + std::to_string(l) + ".";
+    // (append, not "h" + std::to_string(l): GCC 12 warns -Wrestrict there, a false positive)
+    const std::string h = std::string("h").append(std::to_string(l)).append(".");
     const Shape shapes[] = {{C}, {q, C}, {kv, C}, {kv, C}, {q},    {kv},   {kv},  {d},
                             {d}, {C, q}, {C},     {C},     {I, C}, {I, C}, {C, I}};
     for (size_t i = 0; i < std::size(kLayer); ++i)
