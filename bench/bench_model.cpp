@@ -77,9 +77,8 @@ std::string openblas_core() {
 
 // Runs the PyTorch peer script; returns tokens/s or a negative number when unavailable.
 double measure_torch(const ModelBenchOptions& o, const std::string& config_path, const std::string& dtype, int threads,
-                     std::string& note) {
+                     const std::string& core, std::string& note) {
   const std::string script = resolve_resource("bench/peer_torch_gpt2.py");
-  const std::string core = openblas_core();
   const std::string cmd = (core.empty() ? "" : "OPENBLAS_CORETYPE=" + core + " ") +
                           "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_NUM_THREADS=" + std::to_string(threads) + " " +
                           o.python + " " + script + " --config " + config_path + " --batch " +
@@ -148,8 +147,9 @@ int run_model_bench(const ModelBenchOptions& o) {
     std::printf("16-bit GEMMs: %s (no AVX512-BF16)\n", path);
   }
   const auto peer_list = split(o.peer_precisions);
-  if (want_peer && !openblas_core().empty())  // (used when PyTorch's BLAS is OpenBLAS)
-    std::printf("torch peer: OPENBLAS_CORETYPE=%s\n", openblas_core().c_str());
+  const std::string core = want_peer ? openblas_core() : "";
+  if (!core.empty())  // (used when PyTorch's BLAS is OpenBLAS)
+    std::printf("torch peer: OPENBLAS_CORETYPE=%s\n", core.c_str());
   struct Row {
     std::string name;
     Measured m;
@@ -164,7 +164,7 @@ int run_model_bench(const ModelBenchOptions& o) {
     const GemmBound bound = measure_gemm_bound(spec, o.micro_batch, o.seq_len, parse_dtype(name));
     double peer = -1;
     if (want_peer && std::find(peer_list.begin(), peer_list.end(), name) != peer_list.end()) {
-      peer = measure_torch(o, config_path, name, threads, note);
+      peer = measure_torch(o, config_path, name, threads, core, note);
       if (peer <= 0) std::printf("  torch peer (%s): %s\n", name.c_str(), note.c_str());
       if (peer > torch_best) torch_best = peer, torch_best_name = name;
     }
@@ -187,7 +187,7 @@ int run_model_bench(const ModelBenchOptions& o) {
   }
   if (torch_best > 0) {
     result["torch_blas"] = note;
-    if (note == "openblas") result["torch_openblas_core"] = openblas_core().empty() ? "auto" : openblas_core();
+    if (note == "openblas") result["torch_openblas_core"] = core.empty() ? "auto" : core;
   }
   std::printf("%s\n", result.dump().c_str());
   return 0;

@@ -199,14 +199,22 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
   }
 }
 
+// What train() throws (or "(no error)").
+std::string message_of(const TrainOptions& o) {
+  try {
+    train(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 // S17: a checkpoint holds each state in its run's dtype (a bf16 state widens exactly on
 // reading), so a run resumes with other state dtypes, at another stage, once --allow-changes
 // says so: the first resumed step's loss is the writer's own next loss bit for bit (a bf16
 // master and the bf16 compute copy are both the f32 master rounded to nearest, and a widened
 // bf16 master narrows back to itself), and the run goes on to the writer's losses within the
 // 16-bit states' resolution.
-std::string message_of(const TrainOptions& o);
-
 TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
   for (const auto& [from, to] : {std::pair{"f32", "bf16"}, std::pair{"bf16", "f32"}}) {
     const std::string dir = shared_dir(std::string("dtypes_") + from);
@@ -271,15 +279,6 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     world->barrier();
     if (world->rank() == 0) fs::remove_all(dir), fs::remove_all(dir + "_ref");
   }
-}
-
-std::string message_of(const TrainOptions& o) {
-  try {
-    train(o);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
