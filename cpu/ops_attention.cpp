@@ -58,13 +58,23 @@ size_t score_scratch_floats(bool native, int64_t T, int64_t hd) {
   return native ? (gemm_bf16_scratch_bytes(T, T, hd, DType::f32, 1) + 3) / 4 : 0;
 }
 
-// S[T,T] = alpha · a·bᵀ for a head's rows of two bf16 activations (row strides lda, ldb).
+// S[rows, cols] (row stride T) = alpha · a·bᵀ for rows of two bf16 activations (row strides
+// lda, ldb).
 template <typename A>
-void scores_bf16(float* S, const A* a, const A* b, int64_t lda, int64_t ldb, int64_t T, int64_t hd, float alpha,
-                 float* scratch) {
+void scores_bf16(float* S, const A* a, const A* b, int64_t lda, int64_t ldb, int64_t rows, int64_t cols, int64_t T,
+                 int64_t hd, float alpha, float* scratch) {
   if constexpr (std::is_same_v<A, bf16>)
-    gemm_bf16(T, T, hd, alpha, {a, DType::bf16, lda, false}, {b, DType::bf16, ldb, true}, 0.0f,
+    gemm_bf16(rows, cols, hd, alpha, {a, DType::bf16, lda, false}, {b, DType::bf16, ldb, true}, 0.0f,
               LowpOut{S, DType::f32, T}, scratch, 1);
+}
+
+// Causality in blocks: query rows [r0, r1) attend to keys [0, r1) only, so every GEMM of a
+// head skips the blocks above the diagonal (5/8 of the full T×T work at T = 4 blocks); the
+// diagonal blocks' upper triangles are the zeros the row functions write.
+constexpr int64_t kCausalBlock = 64;
+template <typename F>
+void causal_blocks(int64_t T, F&& f) {
+  for (int64_t r0 = 0; r0 < T; r0 += kCausalBlock) f(r0, std::min(T, r0 + kCausalBlock));
 }
 
 }  // namespace
@@ -91,15 +101,20 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
       float *q = S + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd, *gs = o + T * hd;
       const A* base = x + b * T * 3 * C + h * hd;
       gather_head(v, base + 2 * C, T, hd, 3 * C);
-      if (native) {  // S = q·k^T·scale from the bf16 activations in place
-        scores_bf16(S, base, base + C, 3 * C, 3 * C, T, hd, scale, gs);
-      } else {
+      if (!native) {
         gather_head(q, base, T, hd, 3 * C, scale);
         gather_head(k, base + C, T, hd, 3 * C);
-        sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, S, T);  // S = q·k^T (scaled)
       }
+      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // S = q·k^T (scaled)
+        if (native)                                   // from the bf16 activations in place
+          scores_bf16(S + r0 * T, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, T, hd, scale, gs);
+        else
+          sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, S + r0 * T, T);
+      });
       causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH);
-      sgemm(false, false, T, hd, T, 1.0f, S, T, v, hd, 0.0f, o, hd);  // o = P·v
+      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // o = P·v
+        sgemm(false, false, r1 - r0, hd, r1, 1.0f, S + r0 * T, T, v, hd, 0.0f, o + r0 * hd, hd);
+      });
       scatter_head(y + b * T * C + h * hd, o, T, hd, C);
     }
   });
@@ -135,30 +150,39 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       gather_head(k, base + C, T, hd, 3 * C);
       gather_head(o, y + b * T * C + h * hd, T, hd, C);
       gather_head(dO, dyh, T, hd, C);
-      if (native)
-        scores_bf16(P, base, base + C, 3 * C, 3 * C, T, hd, scale, gs);
-      else
-        sgemm(false, true, T, T, hd, 1.0f, q, hd, k, hd, 0.0f, P, T);  // scores
+      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // scores
+        if (native)
+          scores_bf16(P + r0 * T, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, T, hd, scale, gs);
+        else
+          sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, P + r0 * T, T);
+      });
       const float* lrow = L + bh * T;
       for (int64_t t = 0; t < T; ++t) {
         float* p = P + t * T;
         simd::exp_shift_sum(p, t + 1, lrow[t]);
         for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       }
-      if (native) {  // dP' = dO·v^T from the bf16 activations in place
-        scores_bf16(dP, dyh, base + 2 * C, C, 3 * C, T, hd, 1.0f, gs);
-      } else {
-        gather_head(v, base + 2 * C, T, hd, 3 * C);
-        sgemm(false, true, T, T, hd, 1.0f, dO, hd, v, hd, 0.0f, dP, T);  // dP' = dO·v^T
-      }
+      if (!native) gather_head(v, base + 2 * C, T, hd, 3 * C);
+      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // dP' = dO·v^T
+        if (native)                                   // from the bf16 activations in place
+          scores_bf16(dP + r0 * T, dyh + r0 * C, base + 2 * C, C, 3 * C, r1 - r0, r1, T, hd, 1.0f, gs);
+        else
+          sgemm(false, true, r1 - r0, r1, hd, 1.0f, dO + r0 * hd, hd, v, hd, 0.0f, dP + r0 * T, T);
+      });
       for (int64_t t = 0; t < T; ++t) {
         float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
         softmax_backward_row(dP + t * T, P + t * T, D, t, T, drop, b, h, d.NH);  // dv below takes P'
       }
-      sgemm(true, false, T, hd, T, 1.0f, P, T, dO, hd, 0.0f, dv, hd);    // dv = P'^T·dO
-      sgemm(false, false, T, hd, T, scale, dP, T, k, hd, 0.0f, dq, hd);  // dq = dS·k·scale
-      sgemm(true, false, T, hd, T, 1.0f, dP, T, q, hd, 0.0f, dk, hd);    // dk = dS^T·(q·scale)
+      // Key rows [c0, c1) get gradient from query rows [c0, T) only.
+      causal_blocks(T, [&](int64_t c0, int64_t c1) {
+        sgemm(true, false, c1 - c0, hd, T - c0, 1.0f, P + c0 * T + c0, T, dO + c0 * hd, hd, 0.0f, dv + c0 * hd,
+              hd);  // dv = P'^T·dO
+        sgemm(false, false, c1 - c0, hd, c1, scale, dP + c0 * T, T, k, hd, 0.0f, dq + c0 * hd,
+              hd);  // dq = dS·k·scale (query rows [c0, c1))
+        sgemm(true, false, c1 - c0, hd, T - c0, 1.0f, dP + c0 * T + c0, T, q + c0 * hd, hd, 0.0f, dk + c0 * hd,
+              hd);  // dk = dS^T·(q·scale)
+      });
       A* dbase = dx + b * T * 3 * C + h * hd;
       scatter_head(dbase, dq, T, hd, 3 * C);
       scatter_head(dbase + C, dk, T, hd, 3 * C);

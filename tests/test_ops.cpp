@@ -149,38 +149,101 @@ TEST(Attention, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
   test::expect_close(dqkv.data(), fd.data(), fd.size(), 1e-4, 1e-3, "attention dqkv");
 }
 
+// The gradients of naive_attention's output against dout, in double: the same formulas, the
+// whole causal triangle, no blocking.
+void naive_attention_backward(std::vector<double>& dqkv, const std::vector<float>& qkv, const std::vector<float>& dout,
+                              int B, int T, int C, int NH) {
+  const int hd = C / NH;
+  const double sc = 1.0 / std::sqrt(double(hd));
+  dqkv.assign(qkv.size(), 0.0);
+  auto at = [&](int b, int t, int part, int h, int i) { return size_t((b * T + t) * 3 * C + part * C + h * hd + i); };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        std::vector<double> p(size_t(t + 1)), dp(size_t(t + 1));
+        double mx = -1e300, sum = 0, D = 0;
+        for (int j = 0; j <= t; ++j) {
+          double d = 0;
+          for (int i = 0; i < hd; ++i) d += double(qkv[at(b, t, 0, h, i)]) * double(qkv[at(b, j, 1, h, i)]);
+          mx = std::max(mx, p[size_t(j)] = d * sc);
+        }
+        for (auto& x : p) sum += (x = std::exp(x - mx));
+        for (int j = 0; j <= t; ++j) {
+          p[size_t(j)] /= sum;
+          double d = 0;
+          for (int i = 0; i < hd; ++i)
+            d += double(dout[size_t((b * T + t) * C + h * hd + i)]) * double(qkv[at(b, j, 2, h, i)]);
+          dp[size_t(j)] = d;
+          D += p[size_t(j)] * d;
+        }
+        for (int j = 0; j <= t; ++j) {
+          const double ds = p[size_t(j)] * (dp[size_t(j)] - D);
+          for (int i = 0; i < hd; ++i) {
+            dqkv[at(b, t, 0, h, i)] += ds * double(qkv[at(b, j, 1, h, i)]) * sc;
+            dqkv[at(b, j, 1, h, i)] += ds * double(qkv[at(b, t, 0, h, i)]) * sc;
+            dqkv[at(b, j, 2, h, i)] += p[size_t(j)] * double(dout[size_t((b * T + t) * C + h * hd + i)]);
+          }
+        }
+      }
+}
+
+// The op computes causality in blocks of query rows (only the blocks on and below the
+// diagonal): sequences of several blocks with a partial last one, forward and backward
+// against the unblocked formulas.
+TEST(Attention, CausalBlocksMatchTheWholeTriangle) {
+  for (const int T : {64, 65, 150, 256}) {
+    const int B = 2, C = 16, NH = 2;
+    auto qkv = randn(size_t(B * T * 3 * C), 31), w = randn(size_t(B * T * C), 32);
+    std::vector<float> out(w.size()), lse(size_t(B * NH * T)), dqkv(qkv.size());
+    cpu::CpuBackend be({size_t(64) << 20, 0});
+    TensorView qv{qkv.data(), DType::f32, {B, T, 3 * C}}, ov{out.data(), DType::f32, {B, T, C}},
+        lv{lse.data(), DType::f32, {B, NH, T}};
+    be.attention_forward(ov, lv, qv, NH);
+    be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}}, qv, ov, lv, NH);
+    std::vector<double> ref, dref;
+    naive_attention(ref, qkv, B, T, C, NH);
+    naive_attention_backward(dref, qkv, w, B, T, C, NH);
+    std::vector<float> reff(ref.begin(), ref.end()), dreff(dref.begin(), dref.end());
+    const std::string at = " (T = " + std::to_string(T) + ")";
+    test::expect_close(out.data(), reff.data(), out.size(), 1e-5, 1e-5, "attention out" + at);
+    test::expect_close(dqkv.data(), dreff.data(), dqkv.size(), 1e-4, 1e-4, "attention dqkv" + at);
+  }
+}
+
 // S14: in bf16 (where Strata's bf16 kernel runs, its two score GEMMs read q, k, dO and v there; the probabilities and
 // dS stay f32) attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
 // rounding of its outputs.
 TEST(Attention, Bf16AgreesWithF32) {
-  const int B = 2, T = 40, C = 64, NH = 2;
-  auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
-  for (auto* v : {&qkv, &w})
-    for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));
-  std::vector<bf16> qh(qkv.size()), wh(w.size()), oh(w.size()), dh(qkv.size());
-  for (size_t i = 0; i < qkv.size(); ++i) qh[i] = from_f32<bf16>(qkv[i]);
-  for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
-  std::vector<float> out(w.size()), lse(size_t(B * NH * T)), lse_h(lse.size()), dqkv(qkv.size());
-  cpu::CpuBackend be({size_t(64) << 20, 0});
-  be.attention_forward({out.data(), DType::f32, {B, T, C}}, {lse.data(), DType::f32, {B, NH, T}},
-                       {qkv.data(), DType::f32, {B, T, 3 * C}}, NH);
-  be.attention_forward({oh.data(), DType::bf16, {B, T, C}}, {lse_h.data(), DType::f32, {B, NH, T}},
-                       {qh.data(), DType::bf16, {B, T, 3 * C}}, NH);
-  std::vector<float> of(oh.size());
-  for (size_t i = 0; i < oh.size(); ++i) of[i] = to_f32(oh[i]);
-  test::expect_close(of.data(), out.data(), out.size(), 1.0 / 128, 1.0 / 128, "bf16 attention out");
-  test::expect_close(lse_h.data(), lse.data(), lse.size(), 1e-2, 1e-3, "bf16 attention lse");
-  // Backward from the same (bf16) forward output for both.
-  std::vector<float> o_round(of);
-  be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}},
-                        {qkv.data(), DType::f32, {B, T, 3 * C}}, {o_round.data(), DType::f32, {B, T, C}},
-                        {lse_h.data(), DType::f32, {B, NH, T}}, NH);
-  be.attention_backward({dh.data(), DType::bf16, {B, T, 3 * C}}, {wh.data(), DType::bf16, {B, T, C}},
-                        {qh.data(), DType::bf16, {B, T, 3 * C}}, {oh.data(), DType::bf16, {B, T, C}},
-                        {lse_h.data(), DType::f32, {B, NH, T}}, NH);
-  std::vector<float> df(dh.size());
-  for (size_t i = 0; i < dh.size(); ++i) df[i] = to_f32(dh[i]);
-  test::expect_close(df.data(), dqkv.data(), dqkv.size(), 1.0 / 128, 1.0 / 128, "bf16 attention dqkv");
+  for (const int T : {40, 150}) {  // one causal block, and three
+    const int B = 2, C = 64, NH = 2;
+    auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
+    for (auto* v : {&qkv, &w})
+      for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));
+    std::vector<bf16> qh(qkv.size()), wh(w.size()), oh(w.size()), dh(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) qh[i] = from_f32<bf16>(qkv[i]);
+    for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
+    std::vector<float> out(w.size()), lse(size_t(B * NH * T)), lse_h(lse.size()), dqkv(qkv.size());
+    cpu::CpuBackend be({size_t(64) << 20, 0});
+    be.attention_forward({out.data(), DType::f32, {B, T, C}}, {lse.data(), DType::f32, {B, NH, T}},
+                         {qkv.data(), DType::f32, {B, T, 3 * C}}, NH);
+    be.attention_forward({oh.data(), DType::bf16, {B, T, C}}, {lse_h.data(), DType::f32, {B, NH, T}},
+                         {qh.data(), DType::bf16, {B, T, 3 * C}}, NH);
+    std::vector<float> of(oh.size());
+    for (size_t i = 0; i < oh.size(); ++i) of[i] = to_f32(oh[i]);
+    test::expect_close(of.data(), out.data(), out.size(), 1.0 / 128, 1.0 / 128, "bf16 attention out");
+    test::expect_close(lse_h.data(), lse.data(), lse.size(), 1e-2, 1e-3, "bf16 attention lse");
+    // Backward from the same (bf16) forward output for both.
+    std::vector<float> o_round(of);
+    be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}},
+                          {qkv.data(), DType::f32, {B, T, 3 * C}}, {o_round.data(), DType::f32, {B, T, C}},
+                          {lse_h.data(), DType::f32, {B, NH, T}}, NH);
+    be.attention_backward({dh.data(), DType::bf16, {B, T, 3 * C}}, {wh.data(), DType::bf16, {B, T, C}},
+                          {qh.data(), DType::bf16, {B, T, 3 * C}}, {oh.data(), DType::bf16, {B, T, C}},
+                          {lse_h.data(), DType::f32, {B, NH, T}}, NH);
+    std::vector<float> df(dh.size());
+    for (size_t i = 0; i < dh.size(); ++i) df[i] = to_f32(dh[i]);
+    test::expect_close(df.data(), dqkv.data(), dqkv.size(), 1.0 / 128, 1.0 / 128, "bf16 attention dqkv");
+  }
 }
 
 TEST(CrossEntropy, MaskedAndPaddedColumns) {
