@@ -310,6 +310,28 @@ TEST(Embedding, RepeatedTokensAccumulate) {
 
 // bf16 activations through layernorm, matmul, GELU and attention agree with f32 within
 // bf16's precision (inputs rounded to bf16 first, so only the op's own rounding differs).
+// SwiGLU computes in f32 whatever the activations' type (8 lanes, the row's tail through
+// padded copies): on bf16 inputs its outputs are the f32 op's on the same values, rounded once.
+TEST(Bf16Ops, SwiGluIsTheF32OpRoundedOnce) {
+  const int N = 5, I = 37;  // 4 vectors and a tail of 5 per row
+  auto gu = randn(size_t(N * 2 * I), 51, 3.0f), dy = randn(size_t(N * I), 52);
+  for (auto* v : {&gu, &dy})
+    for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));
+  std::vector<bf16> guh(gu.size()), dyh(dy.size()), yh(dy.size()), dguh(gu.size());
+  for (size_t i = 0; i < gu.size(); ++i) guh[i] = from_f32<bf16>(gu[i]);
+  for (size_t i = 0; i < dy.size(); ++i) dyh[i] = from_f32<bf16>(dy[i]);
+  std::vector<float> y(dy.size()), dgu(gu.size());
+  cpu::CpuBackend be({size_t(16) << 20, 0});
+  be.swiglu_forward({y.data(), DType::f32, {N, I}}, {gu.data(), DType::f32, {N, 2 * I}});
+  be.swiglu_forward({yh.data(), DType::bf16, {N, I}}, {guh.data(), DType::bf16, {N, 2 * I}});
+  be.swiglu_backward({dgu.data(), DType::f32, {N, 2 * I}}, {gu.data(), DType::f32, {N, 2 * I}},
+                     {dy.data(), DType::f32, {N, I}});
+  be.swiglu_backward({dguh.data(), DType::bf16, {N, 2 * I}}, {guh.data(), DType::bf16, {N, 2 * I}},
+                     {dyh.data(), DType::bf16, {N, I}});
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(yh[i].bits, f32_to_bf16(y[i])) << "swiglu at " << i;
+  for (size_t i = 0; i < dgu.size(); ++i) ASSERT_EQ(dguh[i].bits, f32_to_bf16(dgu[i])) << "swiglu' at " << i;
+}
+
 TEST(Bf16Ops, AgreeWithF32WithinBf16Precision) {
   const int N = 24, C = 32, OC = 40;
   auto x = randn(size_t(N * C), 41), w = randn(size_t(OC * C), 42, 0.2f), b = randn(size_t(OC), 43);
