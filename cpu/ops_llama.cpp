@@ -254,10 +254,12 @@ void swiglu_forward(TensorView out, TensorView gate_up) {
   const int64_t I = last_dim(out), N = out.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_forward", "gate_up");
   dispatch_act(out.dtype, [&]<typename T>(T) {
+    T* const y0 = out.as<T>();
+    const T* const gu = gate_up.as<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      T* y = out.as<T>() + n * I;
-      const T *g = gate_up.as<T>() + n * 2 * I, *u = g + I;
+      T* y = y0 + n * I;
+      const T *g = gu + n * 2 * I, *u = g + I;
       int64_t i = 0;
       for (; i + 8 <= I; i += 8) swiglu8(y + i, g + i, u + i);
       if (i == I) continue;
@@ -274,10 +276,13 @@ void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
   expect_numel(gate_up, 2 * N * I, "swiglu_backward", "gate_up");
   expect_numel(dgate_up, 2 * N * I, "swiglu_backward", "dgate_up");
   dispatch_act(dout.dtype, [&]<typename T>(T) {
+    T* const d0 = dgate_up.as<T>();
+    const T* const gu = gate_up.as<T>();
+    const T* const dy0 = dout.as<T>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      T *dg = dgate_up.as<T>() + n * 2 * I, *du = dg + I;
-      const T *g = gate_up.as<T>() + n * 2 * I, *u = g + I, *dy = dout.as<T>() + n * I;
+      T *dg = d0 + n * 2 * I, *du = dg + I;
+      const T *g = gu + n * 2 * I, *u = g + I, *dy = dy0 + n * I;
       int64_t i = 0;
       for (; i + 8 <= I; i += 8) swiglu_grad8(dg + i, du + i, g + i, u + i, dy + i);
       if (i == I) continue;
