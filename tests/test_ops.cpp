@@ -308,8 +308,6 @@ TEST(Embedding, RepeatedTokensAccumulate) {
                Error);
 }
 
-// bf16 activations through layernorm, matmul, GELU and attention agree with f32 within
-// bf16's precision (inputs rounded to bf16 first, so only the op's own rounding differs).
 // SwiGLU computes in f32 whatever the activations' type (8 lanes, the row's tail through
 // padded copies): on bf16 inputs its outputs are the f32 op's on the same values, rounded once.
 TEST(Bf16Ops, SwiGluIsTheF32OpRoundedOnce) {
@@ -332,6 +330,8 @@ TEST(Bf16Ops, SwiGluIsTheF32OpRoundedOnce) {
   for (size_t i = 0; i < dgu.size(); ++i) ASSERT_EQ(dguh[i].bits, f32_to_bf16(dgu[i])) << "swiglu' at " << i;
 }
 
+// bf16 activations through layernorm, matmul, GELU and attention agree with f32 within
+// bf16's precision (inputs rounded to bf16 first, so only the op's own rounding differs).
 TEST(Bf16Ops, AgreeWithF32WithinBf16Precision) {
   const int N = 24, C = 32, OC = 40;
   auto x = randn(size_t(N * C), 41), w = randn(size_t(OC * C), 42, 0.2f), b = randn(size_t(OC), 43);
