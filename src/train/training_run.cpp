@@ -173,25 +173,17 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
   strata::save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
     io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
     std::vector<float> buf;
-    std::vector<uint16_t> narrow;
     for (const auto& p : pieces) {
       buf.resize(size_t(p.count));
       engine->read_state(p, buf.data());
-      if (dtypes[p.kind] == DType::f32) {
-        w.write(buf.data(), buf.size() * 4);
-        continue;
-      }
-      narrow.resize(buf.size());
-      for (size_t i = 0; i < buf.size(); ++i) {
-        narrow[i] = f32_to_bf16(buf[i]);
-        // A bf16 state reads back as a bf16 value, so nothing is lost here; anything else is a bug.
-        STRATA_CHECK(bf16_to_f32(narrow[i]) == buf[i] || buf[i] != buf[i],
-                     std::string("checkpoint: ") + kinds[p.kind] + " element " +
-                         std::to_string(p.flat_begin + int64_t(i)) + " is not a bf16 value in a run with bf16 " +
-                         kinds[p.kind],
-                     "this is a bug: report it with the run's options");
-      }
-      w.write(narrow.data(), narrow.size() * 2);
+      if (dtypes[p.kind] == DType::bf16)  // a bf16 state read back is a bf16 value: nothing is lost
+        for (size_t i = 0; i < buf.size(); ++i)
+          STRATA_CHECK(bf16_to_f32(f32_to_bf16(buf[i])) == buf[i] || buf[i] != buf[i],
+                       std::string("checkpoint: ") + kinds[p.kind] + " element " +
+                           std::to_string(p.flat_begin + int64_t(i)) + " is not a bf16 value in a run with bf16 " +
+                           kinds[p.kind],
+                       "this is a bug: report it with the run's options");
+      w.write_f32(buf, dtypes[p.kind]);
     }
     const uint64_t h = w.finish();
     return SavedRankFile{h, w.bytes_total()};
