@@ -8,15 +8,18 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
 #include "comm/mpi_comm.h"
 #include "io/nvme_store.h"
+#include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/planner.h"
 #include "train/trainer.h"
+#include "zero/partition.h"
 
 namespace strata {
 namespace {
@@ -491,7 +494,25 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   c.master = "bf16";
   const size_t b = host();
   EXPECT_GT(h, b);
-  EXPECT_EQ(f - h, 2 * (h - b)) << "two copies: 4 B of m and v per element, then 2 B of master";
+  // A bf16 master keeps an f32 one beside it for the parameters without weight decay: room
+  // for the most any rank owns (the plan is every rank's), in each of the two copies.
+  const TrainOptions o = options_for(c, true);
+  std::vector<zero::ParamSpan> table;
+  int64_t off = 0;
+  for (const ParamSpec& s : unit_layout(ModelSpec::load(o.model))) {
+    table.push_back({s.name, s.unit, off, s.shape.numel(), false, s.weight_decay});
+    off += s.shape.numel();
+  }
+  const zero::PartitionLayout lay(table, world->size(), o.sub_group_size);
+  int64_t kept32 = 0;
+  for (int r = 0; r < world->size(); ++r) {
+    int64_t n = 0;
+    for (const zero::OwnedPiece& p : lay.owned_pieces(r)) n += table[size_t(p.param)].weight_decay ? 0 : p.count;
+    kept32 = std::max(kept32, n);
+  }
+  EXPECT_GT(kept32, 0);
+  EXPECT_EQ(f - h, 2 * (h - b) + 2 * 4 * 2 * size_t(kept32))
+      << "two copies: 4 B of m and v per element, then 2 B of master, less 4 B per f32 master";
   c = {.stage = 2, .optimizer = "nvme", .speculative = false, .precision = DType::bf16};
   uint64_t n2h[3], h2n[3];
   for (int k = 0; k < 3; ++k) {
@@ -503,6 +524,44 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   EXPECT_EQ(2 * n2h[0], 3 * n2h[1]) << "12 : 8 B per element";
   EXPECT_EQ(n2h[0], 2 * n2h[2]) << "12 : 6 B per element";
   for (int k = 0; k < 3; ++k) EXPECT_EQ(n2h[k], h2n[k]) << "read once, written once";
+}
+
+// S17: with a bf16 master, the parameters without weight decay (norm gains and biases) keep
+// an f32 master. At lr 1e-5 a gain moves by less than half a bf16 step of 1.0 (2^-9 below
+// it), which a bf16 master rounded to nearest would lose, leaving it at 1.0; the decayed
+// weights' masters stay bf16 values. In host RAM and on NVMe (where the f32 masters stay in
+// RAM), speculative and not.
+TEST(StateDtype, NormGainsAndBiasesKeepAnF32MasterBesideABf16One) {
+  for (const char* tier : {"cpu", "nvme"})
+    for (bool speculative : {true, false}) {
+      const Case c{.stage = 2,
+                   .optimizer = tier,
+                   .speculative = speculative,
+                   .precision = DType::bf16,
+                   .moments = "bf16",
+                   .master = "bf16",
+                   .rounding = "nearest"};
+      TrainOptions o = options_for(c, true);
+      o.lr = 1e-5, o.warmup = 0, o.steps = 6;
+      const TrainResult r = train(o);
+      int64_t off = 0, gains_moved = 0, off_grid = 0, decayed_off_grid = 0;
+      for (const ParamSpec& s : unit_layout(ModelSpec::load(o.model))) {
+        for (int64_t i = off; i < off + s.shape.numel(); ++i) {
+          const float x = r.final_params[size_t(i)];
+          const bool bf16_value = bf16_to_f32(f32_to_bf16(x)) == x;
+          if (s.weight_decay) {
+            decayed_off_grid += !bf16_value;
+          } else {
+            off_grid += !bf16_value;
+            gains_moved += x != 1.0f && std::fabs(x - 1.0f) < 1.0f / 512;
+          }
+        }
+        off += s.shape.numel();
+      }
+      EXPECT_EQ(decayed_off_grid, 0) << c.name();
+      EXPECT_GT(gains_moved, 0) << c.name() << ": no gain moved by less than half a bf16 step";
+      EXPECT_GT(off_grid, 0) << c.name();
+    }
 }
 
 TEST(Offload, BadCombinationsAreRefused) {

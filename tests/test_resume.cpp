@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "comm/mpi_comm.h"
+#include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -209,12 +210,24 @@ std::string message_of(const TrainOptions& o) {
   return "(no error)";
 }
 
+// Whether model-flat offset `at` belongs to a parameter that AdamW decays (S17: with a bf16
+// master, the others keep an f32 master).
+bool decays(const std::string& model, int64_t at) {
+  int64_t off = 0;
+  for (const ParamSpec& s : unit_layout(ModelSpec::load(model))) {
+    if (at < off + s.shape.numel()) return s.weight_decay;
+    off += s.shape.numel();
+  }
+  return true;
+}
+
 // S17: a checkpoint holds each state in its run's dtype (a bf16 state widens exactly on
-// reading), so a run resumes with other state dtypes, at another stage, once --allow-changes
-// says so: the first resumed step's loss is the writer's own next loss bit for bit (a bf16
-// master and the bf16 compute copy are both the f32 master rounded to nearest, and a widened
-// bf16 master narrows back to itself), and the run goes on to the writer's losses within the
-// 16-bit states' resolution.
+// reading; a bf16 master's parameters without weight decay are f32 as in the run), so a run
+// resumes with other state dtypes, at another stage, once --allow-changes says so: the first
+// resumed step's loss is the writer's own next loss bit for bit (a bf16 master and the bf16
+// compute copy are both the f32 master rounded to nearest, and a widened bf16 master narrows
+// back to itself), and the run goes on to the writer's losses within the 16-bit states'
+// resolution.
 TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
   for (const auto& [from, to] : {std::pair{"f32", "bf16"}, std::pair{"bf16", "f32"}}) {
     const std::string dir = shared_dir(std::string("dtypes_") + from);
@@ -232,18 +245,23 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     };
     EXPECT_THROW(train(w), Interrupted);
     const std::string what = std::string(from) + " states -> " + to + ", " + std::to_string(world->size()) + " ranks";
-    {  // The rank files hold master, m and v in the writer's dtype: 12 or 6 bytes per parameter.
+    {  // The rank files hold master, m and v in the writer's dtype: 12 or 6 bytes per
+       // parameter, 8 for a bf16 master's norm gains and biases (an f32 master, 4 B).
       const CheckpointReader ck((fs::path(dir) / "checkpoints" / checkpoint_dir_name(4)).string(), world);
       const DType want = std::string(from) == "bf16" ? DType::bf16 : DType::f32;
-      uint64_t state_bytes = 0;
+      uint64_t state_bytes = 0, kept_f32 = 0;
       for (const CheckpointFile& f : ck.manifest().files) {
         const io::SafetensorsFile file((fs::path(ck.dir()) / f.name).string());
         for (const io::SafeTensor& t : file.header().tensors) {
-          EXPECT_EQ(t.dtype, want) << what << ": " << f.name << " " << t.name;
+          const bool f32_master =
+              want == DType::bf16 && t.name.starts_with("master.") && !decays(w.model, std::stoll(t.name.substr(7)));
+          EXPECT_EQ(t.dtype, f32_master ? DType::f32 : want) << what << ": " << f.name << " " << t.name;
           state_bytes += uint64_t(t.numel()) * dtype_size(t.dtype);
+          kept_f32 += f32_master ? uint64_t(t.numel()) : 0;
         }
       }
-      EXPECT_EQ(state_bytes, uint64_t(ck.manifest().num_params) * 3 * dtype_size(want)) << what;
+      EXPECT_EQ(kept_f32 > 0, want == DType::bf16) << what << ": the norm gains and biases";
+      EXPECT_EQ(state_bytes, uint64_t(ck.manifest().num_params) * 3 * dtype_size(want) + 2 * kept_f32) << what;
     }
     TrainOptions r = w;
     r.on_step_begin = nullptr, r.resume = true;

@@ -102,7 +102,7 @@ std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const 
   std::vector<int64_t> units(size_t(spec.n_layer()) + 2, 0);
   int64_t off = 0;
   for (const ParamSpec& s : unit_layout(spec)) {
-    table.push_back({s.name, s.unit, off, s.shape.numel(), false});
+    table.push_back({s.name, s.unit, off, s.shape.numel(), false, s.weight_decay});
     off += s.shape.numel();
     units[size_t(s.unit)] += s.shape.numel();
   }

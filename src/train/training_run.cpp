@@ -161,14 +161,18 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
   const std::vector<zero::ZeroEngine::StatePiece> pieces = engine->state_pieces(int64_t(1) << 22);
   static const char* kinds[3] = {"master", "m", "v"};
   // S17: each state is stored in its own dtype, so a bf16 state's checkpoint is half an f32
-  // one's. The engine reads states widened to f32, which narrows back exactly.
-  const DType dtypes[3] = {parse_dtype(opts.master_dtype), parse_dtype(opts.optimizer_state_dtype),
-                           parse_dtype(opts.optimizer_state_dtype)};
+  // one's (a bf16 master's parameters without weight decay keep f32, as in the run). The
+  // engine reads states widened to f32, which narrows back exactly.
+  zero::StateFormat format;
+  format.master = parse_dtype(opts.master_dtype), format.moments = parse_dtype(opts.optimizer_state_dtype);
+  const auto dtype_of = [&](const zero::StatePiece& p) {
+    return p.kind == 0 ? format.master_of(p.weight_decay) : format.moments;
+  };
   std::vector<io::SafetensorsWriter::Entry> table;
   uint64_t file_bytes = 1024;  // the header's fixed part; each entry's below
   for (const auto& p : pieces) {
-    table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), dtypes[p.kind], {p.count}});
-    file_bytes += uint64_t(p.count) * dtype_size(dtypes[p.kind]) + 128;
+    table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), dtype_of(p), {p.count}});
+    file_bytes += uint64_t(p.count) * dtype_size(dtype_of(p)) + 128;
   }
   strata::save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
     io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
@@ -176,14 +180,15 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
     for (const auto& p : pieces) {
       buf.resize(size_t(p.count));
       engine->read_state(p, buf.data());
-      if (dtypes[p.kind] == DType::bf16)  // a bf16 state read back is a bf16 value: nothing is lost
+      const DType dt = dtype_of(p);
+      if (dt == DType::bf16)  // a bf16 state read back is a bf16 value: nothing is lost
         for (size_t i = 0; i < buf.size(); ++i)
           STRATA_CHECK(bf16_to_f32(f32_to_bf16(buf[i])) == buf[i] || buf[i] != buf[i],
                        std::string("checkpoint: ") + kinds[p.kind] + " element " +
                            std::to_string(p.flat_begin + int64_t(i)) + " is not a bf16 value in a run with bf16 " +
                            kinds[p.kind],
                        "this is a bug: report it with the run's options");
-      w.write_f32(buf, dtypes[p.kind]);
+      w.write_f32(buf, dt);
     }
     const uint64_t h = w.finish();
     return SavedRankFile{h, w.bytes_total()};

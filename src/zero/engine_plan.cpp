@@ -91,6 +91,18 @@ int64_t EnginePlan::unit_shard_end(int unit) const {
   return gs.empty() ? 0 : layout.shard_offset(gs.back()) + layout.sub_groups()[size_t(gs.back())].shard;
 }
 
+std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const StagePolicy& policy, int rank) {
+  std::vector<AdamW::Group> groups;
+  const std::vector<ParamSpan>& params = layout.params();
+  if (!policy.optimizer_states) {
+    for (const ParamSpan& q : params) groups.push_back({q.offset, q.count, q.weight_decay, q.offset});
+  } else {
+    for (const OwnedPiece& piece : layout.owned_pieces(rank))
+      groups.push_back({piece.shard_offset, piece.count, params[size_t(piece.param)].weight_decay, piece.flat_begin});
+  }
+  return groups;
+}
+
 EnginePlan plan_engine(const EnginePlanInput& in) {
   const ZeroOptions& o = in.options;
   check_zero_options(o, in.world);
@@ -135,9 +147,21 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
   d.adam_moments = 2 * o.states.moment_bytes() * uint64_t(p.device_adam_elements());
   // Host chunks fit a staging buffer of f32 gradients, on the layout's alignment (NVMe needs it).
   p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
-  if (o.offload_optimizer)
+  if (o.offload_optimizer) {
+    // S17: the f32 masters of parameters without weight decay beside a bf16 master, sized for
+    // the rank whose host part holds the most of them (the plan is every rank's).
+    int64_t f32_masters = 0;
+    if (o.states.master != DType::f32)
+      for (int r = 0; r < (pol.optimizer_states ? in.world : 1); ++r) {
+        int64_t n = 0;
+        for (const AdamW::Group& g : optimizer_groups(lay, pol, r))
+          if (!g.decay)
+            n += std::max<int64_t>(0, std::min(g.offset + g.count, int64_t(shard)) - std::max(g.offset, p.host_begin));
+        f32_masters = std::max(f32_masters, n);
+      }
     p.host = host_optimizer_sizes(int64_t(shard) - p.host_begin, in.compute, o.offload_param, o.speculative_step,
-                                  o.nvme, p.chunk_elements, in.nvme_block, o.states);
+                                  o.nvme, p.chunk_elements, in.nvme_block, o.states, f32_masters);
+  }
 
   // Gradients: full (stages 0-1; f32 runs without partitioning write them in place), and
   // the device's part of the shard with its master. In f32 runs the master doubles as the

@@ -110,6 +110,10 @@ inline Buffer allocate_planned(Backend& be, uint64_t bytes, const char* name, bo
   return b;
 }
 
+// Rank `rank`'s AdamW groups in shard offsets (the model's parameters by flat offset at
+// stage 0), each with its weight decay and model-flat index: the engine's optimizer groups.
+std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const StagePolicy& policy, int rank);
+
 // Checks the options (check_zero_options) and what they need of the model (the gather
 // arena must hold the largest unit), then sizes everything.
 EnginePlan plan_engine(const EnginePlanInput& in);

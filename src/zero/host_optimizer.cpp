@@ -11,7 +11,7 @@ namespace strata::zero {
 
 HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
                                         bool nvme, int64_t chunk_elements, uint64_t nvme_block,
-                                        const StateFormat& format) {
+                                        const StateFormat& format, int64_t f32_master_elements) {
   const uint64_t n = uint64_t(std::max<int64_t>(elements, 0)), esz = dtype_size(compute_dtype);
   const uint64_t msz = format.master_bytes(), ssz = format.moment_bytes();
   HostOptimizerSizes z;
@@ -19,6 +19,10 @@ HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, b
   z.keep = keep_compute && compute_dtype != DType::f32 && format.master != compute_dtype;
   z.copies = speculative || nvme ? 2 : 1;
   z.grads = n * esz;
+  if (format.master != DType::f32) {
+    z.f32_master_elements = std::max<int64_t>(f32_master_elements, 0);
+    z.f32_masters = uint64_t(z.copies) * uint64_t(z.f32_master_elements) * 4;
+  }
   if (nvme) {
     const auto round_up = [&](uint64_t b) { return (b + nvme_block - 1) / nvme_block * nvme_block; };
     z.region[0] = round_up(n * msz);
@@ -49,7 +53,8 @@ void touch_state(Buffer& b, const cpu::AdamOptions& o) {
 
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                              AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
-                             const io::NvmeOptions* nvme, int rank, int64_t chunk_elements, const StateFormat& format)
+                             const io::NvmeOptions* nvme, int rank, int64_t chunk_elements, const StateFormat& format,
+                             int64_t f32_masters)
     : cfg_(config), fmt_(format), begin_(begin), end_(end), speculative_(speculative), compute_dtype_(compute_dtype) {
   STRATA_CHECK(fmt_.master == DType::f32 || fmt_.master == compute_dtype,
                "HostOptimizer: a " + std::string(dtype_name(fmt_.master)) + " master with " +
@@ -59,6 +64,16 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     const int64_t lo = std::max(g.offset, begin), hi = std::min(g.offset + g.count, end);
     if (hi > lo) groups_.push_back({lo - begin, hi - lo, g.decay, g.index + (lo - g.offset)});
   }
+  int64_t kept32 = 0;
+  for (const AdamW::Group& g : groups_) {
+    const bool own = fmt_.master != DType::f32 && fmt_.master_of(g.decay) == DType::f32;
+    f32_at_.push_back(own ? kept32 : -1);
+    kept32 += own ? g.count : 0;
+  }
+  STRATA_CHECK(kept32 <= std::max<int64_t>(f32_masters, 0) || fmt_.master == DType::f32,
+               "HostOptimizer: " + std::to_string(kept32) + " f32 masters beside the bf16 one, room for " +
+                   std::to_string(f32_masters),
+               "this is a bug in the engine plan: it counts them per rank");
   // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
   // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
   // Two copies of the states when speculating, and always on NVMe: a step's writes go to the
@@ -72,15 +87,22 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     STRATA_CHECK(chunk_elements > 0 && size_t(chunk_elements) * 2 % block == 0,
                  "NVMe swap chunks of " + std::to_string(chunk_elements) + " elements",
                  "this is a bug in the engine: chunks must be block-aligned");
-    sizes_ =
-        host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, true, chunk_elements, block, fmt_);
+    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, true, chunk_elements, block,
+                                  fmt_, f32_masters);
     file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", sizes_.nvme_bytes);
   } else {
-    sizes_ =
-        host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, false, chunk_elements, 0, fmt_);
+    sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, false, chunk_elements, 0, fmt_,
+                                  f32_masters);
   }
   grads_ = tm.allocate(Tier::host, sizes_.grads, "host:grads");
   grads_.zero();
+  if (sizes_.f32_masters > 0)
+    for (int c = 0; c < sizes_.copies; ++c) {
+      f32_master_[c] =
+          tm.allocate(Tier::host, sizes_.f32_masters / uint64_t(sizes_.copies),
+                      sizes_.copies > 1 ? (c ? "host:master_f32:b" : "host:master_f32:a") : "host:master_f32");
+      f32_master_[c].zero();
+    }
   if (nvme) {
     const size_t slot = size_t(sizes_.swap / 3);
     swap_ = tm.allocate(Tier::host, sizes_.swap, "host:nvme_swap", true);
@@ -116,7 +138,7 @@ HostOptimizer::~HostOptimizer() {
 
 size_t HostOptimizer::bytes() const {
   size_t b = grads_.bytes() + compute_.bytes() + swap_.bytes() + bounce_.bytes();
-  for (int c = 0; c < 2; ++c) b += master_[c].bytes() + m_[c].bytes() + v_[c].bytes();
+  for (int c = 0; c < 2; ++c) b += master_[c].bytes() + m_[c].bytes() + v_[c].bytes() + f32_master_[c].bytes();
   return b;
 }
 
@@ -154,10 +176,36 @@ int64_t HostOptimizer::alignment() const {
   return file_ ? int64_t(file_->block_size() / std::min(size_of(0), size_of(1))) : 1;
 }
 
+template <typename F>
+void HostOptimizer::each_f32_master(int64_t lo, int64_t hi, F&& f) const {
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const int64_t g0 = groups_[k].offset + begin_;
+    const int64_t a = std::max(g0, lo), b = std::min(g0 + groups_[k].count, hi);
+    if (f32_at_[k] >= 0 && b > a) f(k, a, b);
+  }
+}
+
+void HostOptimizer::store_f32_masters(int64_t lo, int64_t hi, const float* values) {
+  float* kept = f32_master_[cur_].as<float>();
+  each_f32_master(lo, hi, [&](size_t k, int64_t a, int64_t b) {
+    std::memcpy(kept + f32_at_[k] + (a - groups_[k].offset - begin_), values + (a - lo), size_t(b - a) * 4);
+  });
+}
+
+void HostOptimizer::load_f32_masters(int64_t lo, int64_t hi, float* values) const {
+  const float* kept = f32_master_[cur_].as<float>();
+  each_f32_master(lo, hi, [&](size_t k, int64_t a, int64_t b) {
+    std::memcpy(values + (a - lo), kept + f32_at_[k] + (a - groups_[k].offset - begin_), size_t(b - a) * 4);
+  });
+}
+
 void HostOptimizer::write_state(int kind, int64_t lo, int64_t hi, const float* src) {
   Buffer* ram = kind == 0 ? master_ : kind == 1 ? m_ : v_;
   const DType dt = dtype_of(kind);
   const size_t sz = dtype_size(dt);
+  // The f32 masters beside a bf16 one take the values as they are; the bf16 master (below)
+  // their rounding to nearest, as it holds after every update.
+  if (kind == 0) store_f32_masters(lo, hi, src);
   if (!file_) {  // f32 is copied; bf16 is rounded to nearest (a widened bf16 comes back exactly)
     cpu::convert_from_f32(static_cast<char*>(ram[cur_].data()) + size_t(lo - begin_) * sz, dt, src, size_t(hi - lo));
     return;
@@ -183,6 +231,7 @@ void HostOptimizer::read_committed(int kind, int64_t lo, int64_t hi, float* dst)
   if (!file_) {
     cpu::convert_to_f32(dst, static_cast<const char*>(ram[cur_].data()) + size_t(lo - begin_) * sz, dt,
                         size_t(hi - lo));
+    if (kind == 0) load_f32_masters(lo, hi, dst);
     return;
   }
   const int64_t most = int64_t(bounce_.bytes() / 4);
@@ -193,6 +242,7 @@ void HostOptimizer::read_committed(int kind, int64_t lo, int64_t hi, float* dst)
     queue().run({&op, 1});
     cpu::convert_to_f32(dst + (a - lo), bounce_.data(), dt, size_t(n));
   }
+  if (kind == 0) load_f32_masters(lo, hi, dst);
 }
 
 void HostOptimizer::read_compute(int64_t lo, int64_t hi, void* dst) {
@@ -265,12 +315,17 @@ bool HostOptimizer::adam(States st, States in, int64_t lo, int64_t hi, float lr,
   const bool master16 = fmt_.master != DType::f32, moments16 = fmt_.moments != DType::f32;
   const auto at = [](void* p, int64_t i, size_t sz) -> void* { return static_cast<char*>(p) + size_t(i) * sz; };
   bool nonfinite = false;
-  for (const AdamW::Group& g : groups_) {
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const AdamW::Group& g = groups_[k];
     const int64_t a = std::max(g.offset + begin_, lo), b = std::min(g.offset + begin_ + g.count, hi);
     if (b <= a) continue;
     const int64_t i = a - lo;
     cpu::AdamTensors ts;
-    if (master16) {
+    if (f32_at_[k] >= 0) {  // an f32 master beside the bf16 one, which gets its rounding to nearest
+      const int64_t j = f32_at_[k] + (a - g.offset - begin_);
+      ts.param = st.f32_master + j, ts.param_in = in.f32_master + j;
+      ts.out_dtype = fmt_.master, ts.param_out = at(st.master, i, msz);
+    } else if (master16) {
       ts.param16 = static_cast<uint16_t*>(at(st.master, i, msz));
       ts.param16_in = static_cast<const uint16_t*>(at(in.master, i, msz));
     } else {
@@ -328,7 +383,7 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
     void* copy_out = compute_.data() ? static_cast<char*>(compute_.data()) + i * esz : out;
     const auto state = [&](int copy) {
       return States{static_cast<char*>(master_[copy].data()) + i * msz, static_cast<char*>(m_[copy].data()) + i * ssz,
-                    static_cast<char*>(v_[copy].data()) + i * ssz};
+                    static_cast<char*>(v_[copy].data()) + i * ssz, f32_masters(copy)};
     };
     const bool bad = adam(state(dst), state(src), c.lo, c.hi, lr, grad_scale, t, copy_out);
     if (out && compute_.data()) std::memcpy(out, copy_out, size_t(c.hi - c.lo) * esz);
@@ -351,8 +406,9 @@ bool HostOptimizer::update(const HostChunk& c, const HostChunk* next, float lr, 
     read_state(slots_[n], src, next->lo, next->hi, true);
   }
   void* copy_out = sizes_.keep ? cur.params : out;
-  const States here{cur.master, cur.m, cur.v};
-  const bool bad = adam(here, here, c.lo, c.hi, lr, grad_scale, t, copy_out);
+  // The chunk's slot is read and written in place; the f32 masters (in RAM) go copy to copy.
+  const bool bad = adam(States{cur.master, cur.m, cur.v, f32_masters(dst)},
+                        States{cur.master, cur.m, cur.v, f32_masters(src)}, c.lo, c.hi, lr, grad_scale, t, copy_out);
   if (out && sizes_.keep) std::memcpy(out, cur.params, size_t(c.hi - c.lo) * esz);
   const uint64_t n = uint64_t(c.hi - c.lo), i = uint64_t(c.lo - begin_), msz = size_of(0), ssz = size_of(1);
   const io::NvmeQueue::Op ops[4] = {{true, region(0, dst) + i * msz, cur.master, file_->align(n * msz)},

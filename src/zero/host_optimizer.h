@@ -4,7 +4,9 @@
 // on the host stream. The states are f32, or (S17, StateFormat) m and v and/or the master in
 // bf16: the interface below stays f32 (widened on reads, rounded to nearest on writes, which
 // gives back a widened bf16 exactly), so checkpoints (which store each state in its dtype),
-// export and resharding see f32 states.
+// export and resharding see f32 states. Beside a bf16 master, the groups without weight
+// decay (norm gains, biases) keep an f32 master in RAM, whatever the tier
+// (StateFormat::master_of); the bf16 master holds their rounding to nearest.
 //
 // Where the states live: host RAM, or (S5) an NVMe swap file, in regions master | m | v
 // (and, with parameters offloaded too and an f32 master, the 16-bit parameters; a bf16
@@ -44,34 +46,39 @@ struct HostChunk {
 // What a HostOptimizer of `elements` shard offsets allocates in host RAM, and its swap
 // file's size: one function for the constructor and for EnginePlan (strata plan).
 struct HostOptimizerSizes {
-  int copies = 1;                  // of master, m, v: two when speculating, and always on NVMe
-  uint64_t grads = 0;              // accumulated gradients (compute dtype)
-  uint64_t states = 0;             // master, m, v in RAM, every copy
-  uint64_t compute = 0;            // the 16-bit parameters kept in RAM (stage-3 parameter offload)
-  uint64_t swap = 0, bounce = 0;   // NVMe: the ring of three chunk slots; the bounce buffer
-  uint64_t region[3] = {0, 0, 0};  // NVMe: bytes of the master's region, of m's (= v's), of the parameters'
-  bool keep = false;               // the 16-bit parameters are kept apart from the master
-  uint64_t nvme_bytes = 0;         // the swap file
-  uint64_t param_cache = 0;        // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
-  uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache; }
+  int copies = 1;                   // of master, m, v: two when speculating, and always on NVMe
+  uint64_t grads = 0;               // accumulated gradients (compute dtype)
+  uint64_t states = 0;              // master, m, v in RAM, every copy
+  uint64_t compute = 0;             // the 16-bit parameters kept in RAM (stage-3 parameter offload)
+  uint64_t swap = 0, bounce = 0;    // NVMe: the ring of three chunk slots; the bounce buffer
+  uint64_t region[3] = {0, 0, 0};   // NVMe: bytes of the master's region, of m's (= v's), of the parameters'
+  bool keep = false;                // the 16-bit parameters are kept apart from the master
+  uint64_t nvme_bytes = 0;          // the swap file
+  uint64_t param_cache = 0;         // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
+  int64_t f32_master_elements = 0;  // S17: parameters without weight decay beside a bf16 master
+  uint64_t f32_masters = 0;         // their f32 masters, every copy, always in RAM
+  uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache + f32_masters; }
 };
 // keep_compute: the 16-bit parameters live on the host too (only with a 16-bit compute
 // dtype, and apart from the master only when it is f32); nvme_block: the swap file's block
-// size (unused without nvme); format: the states' dtypes.
+// size (unused without nvme); format: the states' dtypes; f32_master_elements: how many of
+// the elements keep an f32 master beside a bf16 one (StateFormat::master_of).
 HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, bool keep_compute, bool speculative,
                                         bool nvme, int64_t chunk_elements, uint64_t nvme_block,
-                                        const StateFormat& format = {});
+                                        const StateFormat& format = {}, int64_t f32_master_elements = 0);
 
 class HostOptimizer {
  public:
   // groups: AdamW groups in shard offsets (the owned pieces, with weight decay), of which
   // the parts in [begin, end) are this optimizer's. keep_compute: the 16-bit parameters are
   // kept here too (stage-3 parameter offload). nvme: where the states live (null: RAM);
-  // chunk_elements bounds a chunk (the NVMe swap buffers' size).
+  // chunk_elements bounds a chunk (the NVMe swap buffers' size). f32_masters: room for the
+  // f32 masters of groups without weight decay when the master is bf16 (the plan's count,
+  // the most of any rank; at least this optimizer's).
   HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                 AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
                 const io::NvmeOptions* nvme = nullptr, int rank = 0, int64_t chunk_elements = 0,
-                const StateFormat& format = {});
+                const StateFormat& format = {}, int64_t f32_masters = 0);
   ~HostOptimizer();
 
   int64_t begin() const { return begin_; }
@@ -130,10 +137,20 @@ class HostOptimizer {
   void master_to_compute(void* dst, const void* master, int64_t n) const;
   void read_state(Slot& s, int copy, int64_t lo, int64_t hi, bool with_state);
   int slot_for(int64_t lo);
-  // The pointers of one state copy at a chunk's first element, in their dtypes.
+  // The pointers of one state copy at a chunk's first element, in their dtypes, and that
+  // copy's f32 masters (all of them: indexed by f32_at_).
   struct States {
     void *master, *m, *v;
+    float* f32_master;
   };
+  float* f32_masters(int copy) { return f32_master_[copy].as<float>(); }
+  // The committed f32 masters within shard offsets [lo, hi): set from values[i - lo], or
+  // written over them (write_state and read_committed of the master).
+  void store_f32_masters(int64_t lo, int64_t hi, const float* values);
+  void load_f32_masters(int64_t lo, int64_t hi, float* values) const;
+  // Calls f(k, a, b) for each group k with an f32 master and its overlap [a, b) with [lo, hi).
+  template <typename F>
+  void each_f32_master(int64_t lo, int64_t hi, F&& f) const;
   bool adam(States out_state, States in_state, int64_t lo, int64_t hi, float lr, float grad_scale, int64_t t,
             void* out);
 
@@ -144,6 +161,11 @@ class HostOptimizer {
   DType compute_dtype_;
   std::vector<AdamW::Group> groups_;                  // clipped to [begin, end), offsets relative to begin
   Buffer master_[2], m_[2], v_[2], grads_, compute_;  // RAM states
+  // S17: with a bf16 master, the groups without weight decay keep an f32 master here (in
+  // RAM, whatever the tier: a few per mille of the elements); f32_at_[k] is group k's first
+  // element in it (-1: none). The bf16 master holds its rounding to nearest, the compute copy.
+  std::vector<int64_t> f32_at_;
+  Buffer f32_master_[2];
   int cur_ = 0;
   bool two_copies_ = false;
   // NVMe

@@ -20,7 +20,8 @@ struct ParamSpan {
   int unit;        // gather unit this parameter belongs to
   int64_t offset;  // first element in the model's flat (unpadded) space
   int64_t count;
-  bool persistent = false;  // stage 3 keeps it whole on every rank (below the persistence threshold)
+  bool persistent = false;   // stage 3 keeps it whole on every rank (below the persistence threshold)
+  bool weight_decay = true;  // AdamW decays it (matmul weights, embeddings; not norms and biases)
 };
 
 struct SubGroup {

@@ -24,7 +24,8 @@ std::vector<StatePiece> ShardState::pieces(int64_t max_count) const {
   for (int kind = 0; kind < 3; ++kind)
     for (const OwnedPiece& p : owned)
       for (int64_t a = 0; a < p.count; a += max_count)
-        out.push_back({kind, p.flat_begin + a, std::min(max_count, p.count - a), p.shard_offset + a});
+        out.push_back({kind, p.flat_begin + a, std::min(max_count, p.count - a), p.shard_offset + a,
+                       plan_.layout.params()[size_t(p.param)].weight_decay});
   return out;
 }
 

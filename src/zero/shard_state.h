@@ -19,6 +19,7 @@ namespace strata::zero {
 struct StatePiece {
   int kind;
   int64_t flat_begin, count, shard_offset;
+  bool weight_decay = true;  // its parameter's (StateFormat::master_of: the dtype a master is kept in)
 };
 
 class ShardState {

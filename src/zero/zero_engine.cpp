@@ -81,6 +81,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   STRATA_CHECK(policy_.optimizer_states || buf_.master, "ZeroEngine: stage 0 needs the model's f32 master parameters",
                "this is a bug in the caller");
   grad_dtype_ = buf_.compute_dtype;
+  for (size_t i = 0; i < buf_.params.size(); ++i) buf_.params[i].weight_decay = buf_.weight_decay[i];
   const size_t device_before = be_.budget().used(), host_before = tiers_ ? tiers_->budget(Tier::host).used() : 0;
   const int units = model.num_units();
   {
@@ -100,16 +101,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   buf_.params = lay.params();  // with the persistence the plan decided
 
   // The optimizer: AdamW over the device's part, the CPU Adam over the host's.
-  std::vector<AdamW::Group> all_groups;
-  if (!policy_.optimizer_states) {
-    for (size_t i = 0; i < buf_.params.size(); ++i)
-      all_groups.push_back(
-          {buf_.params[i].offset, buf_.params[i].count, bool(buf_.weight_decay[i]), buf_.params[i].offset});
-  } else {
-    for (const OwnedPiece& piece : lay.owned_pieces(rank_))
-      all_groups.push_back(
-          {piece.shard_offset, piece.count, bool(buf_.weight_decay[size_t(piece.param)]), piece.flat_begin});
-  }
+  const std::vector<AdamW::Group> all_groups = optimizer_groups(lay, policy_, rank_);
   for (const AdamW::Group& g : all_groups) {  // the device's part of each group
     const int64_t hi = std::min(g.offset + g.count, policy_.optimizer_states ? plan_.host_begin : g.offset + g.count);
     if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay, g.index});
@@ -121,7 +113,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
     host_ = std::make_unique<HostOptimizer>(*tiers_, plan_.host_begin, lay.shard_elements(), all_groups, host_cfg,
                                             opts_.speculative_step, buf_.compute_dtype, opts_.offload_param,
                                             opts_.nvme ? &opts_.nvme_options : nullptr, rank_, plan_.chunk_elements,
-                                            opts_.states);
+                                            opts_.states, plan_.host.f32_master_elements);
   }
 
   // The step's scalars and the master and compute shards, as the plan sized them (0: not

@@ -27,6 +27,11 @@ struct StateFormat {
   bool stochastic = true;      // --state-rounding stochastic | nearest
   uint64_t seed = 0;           // the run's --seed: the stochastic rounding's randomness
   bool narrow() const { return master != DType::f32 || moments != DType::f32; }
+  // The master's dtype for a parameter: with a bf16 master, parameters without weight decay
+  // (norm gains, biases: a few per mille of a model) keep theirs in f32. Gains sit near 1.0,
+  // where bf16's spacing is 2^-8 to 2^-7, several Adam steps wide, so a bf16 master moves
+  // them by whole (stochastic) steps; an f32 master costs 4 B more per such parameter.
+  DType master_of(bool weight_decay) const { return weight_decay ? master : DType::f32; }
   size_t master_bytes() const { return dtype_size(master); }
   size_t moment_bytes() const { return dtype_size(moments); }
 };
