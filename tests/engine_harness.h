@@ -72,8 +72,7 @@ class EngineHarness {
         model_.set_unit_params(u, master_.as<float>() + model_.unit_begin(u));
     }
     for (int u = 0; u < model_.num_units(); ++u) {
-      mb.params.push_back({unit_name(u), u, model_.unit_begin(u), model_.unit_count(u)});
-      mb.weight_decay.push_back(u % 2 == 0);
+      mb.params.push_back({unit_name(u), u, model_.unit_begin(u), model_.unit_count(u), false, u % 2 == 0});
     }
     engine_.attach(model_, std::move(mb), 1);
   }

@@ -14,7 +14,6 @@
 
 #include "comm/mpi_comm.h"
 #include "io/nvme_store.h"
-#include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/planner.h"
@@ -497,12 +496,7 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   // A bf16 master keeps an f32 one beside it for the parameters without weight decay: room
   // for the most any rank owns (the plan is every rank's), in each of the two copies.
   const TrainOptions o = options_for(c, true);
-  std::vector<zero::ParamSpan> table;
-  int64_t off = 0;
-  for (const ParamSpec& s : unit_layout(ModelSpec::load(o.model))) {
-    table.push_back({s.name, s.unit, off, s.shape.numel(), false, s.weight_decay});
-    off += s.shape.numel();
-  }
+  const std::vector<zero::ParamSpan> table = param_table(ModelSpec::load(o.model)).first;
   const zero::PartitionLayout lay(table, world->size(), o.sub_group_size);
   int64_t kept32 = 0;
   for (int r = 0; r < world->size(); ++r) {
@@ -544,20 +538,18 @@ TEST(StateDtype, NormGainsAndBiasesKeepAnF32MasterBesideABf16One) {
       TrainOptions o = options_for(c, true);
       o.lr = 1e-5, o.warmup = 0, o.steps = 6;
       const TrainResult r = train(o);
-      int64_t off = 0, gains_moved = 0, off_grid = 0, decayed_off_grid = 0;
-      for (const ParamSpec& s : unit_layout(ModelSpec::load(o.model))) {
-        for (int64_t i = off; i < off + s.shape.numel(); ++i) {
+      int64_t gains_moved = 0, off_grid = 0, decayed_off_grid = 0;
+      for (const zero::ParamSpan& q : param_table(ModelSpec::load(o.model)).first)
+        for (int64_t i = q.offset; i < q.offset + q.count; ++i) {
           const float x = r.final_params[size_t(i)];
           const bool bf16_value = bf16_to_f32(f32_to_bf16(x)) == x;
-          if (s.weight_decay) {
+          if (q.weight_decay) {
             decayed_off_grid += !bf16_value;
           } else {
             off_grid += !bf16_value;
             gains_moved += x != 1.0f && std::fabs(x - 1.0f) < 1.0f / 512;
           }
         }
-        off += s.shape.numel();
-      }
       EXPECT_EQ(decayed_off_grid, 0) << c.name();
       EXPECT_GT(gains_moved, 0) << c.name() << ": no gain moved by less than half a bf16 step";
       EXPECT_GT(off_grid, 0) << c.name();

@@ -12,10 +12,10 @@
 #include <fstream>
 
 #include "comm/mpi_comm.h"
-#include "model/model_factory.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
+#include "train/planner.h"
 #include "train/trainer.h"
 
 namespace strata {
@@ -213,11 +213,8 @@ std::string message_of(const TrainOptions& o) {
 // Whether model-flat offset `at` belongs to a parameter that AdamW decays (S17: with a bf16
 // master, the others keep an f32 master).
 bool decays(const std::string& model, int64_t at) {
-  int64_t off = 0;
-  for (const ParamSpec& s : unit_layout(ModelSpec::load(model))) {
-    if (at < off + s.shape.numel()) return s.weight_decay;
-    off += s.shape.numel();
-  }
+  for (const zero::ParamSpan& q : param_table(ModelSpec::load(model)).first)
+    if (at < q.offset + q.count) return q.weight_decay;
   return true;
 }
 

@@ -510,8 +510,7 @@ TEST(ZeroOverlap, ReduceScatterRunsWhileBackwardContinues) {
   std::vector<float> master(size_t(model.unit_begin(4)));
   mb.master = master.data();
   for (int u = 0; u < 4; ++u) {
-    mb.params.push_back({"u" + std::to_string(u), u, model.unit_begin(u), model.unit_count(u)});
-    mb.weight_decay.push_back(false);
+    mb.params.push_back({"u" + std::to_string(u), u, model.unit_begin(u), model.unit_count(u), false, false});
   }
   engine.attach(model, std::move(mb), 1);
   std::atomic<int> closed{0};

@@ -94,9 +94,6 @@ std::vector<std::string> apply_bench_results(const std::string& path, PlanInput&
   return used;
 }
 
-namespace {
-
-// The model's parameter table as the trainer hands it to the engine, and elements per unit.
 std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const ModelSpec& spec) {
   std::vector<zero::ParamSpan> table;
   std::vector<int64_t> units(size_t(spec.n_layer()) + 2, 0);
@@ -108,8 +105,6 @@ std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const 
   }
   return {table, units};
 }
-
-}  // namespace
 
 double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size) {
   return double(zero::PartitionLayout(param_table(spec).first, ranks, sub_group_size).padded_elements());

@@ -82,6 +82,9 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
 // Sets what the file measured into `in` and returns a line per value naming its source.
 std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in);
 
+// The model's parameter table as the trainer hands it to the engine (flat offsets in
+// unit_layout's order, each with its weight decay), and elements per unit.
+std::pair<std::vector<zero::ParamSpan>, std::vector<int64_t>> param_table(const ModelSpec& spec);
 // Ψ' as the engine pads it for `ranks` (the partition layout's element count).
 double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_size = zero::kDefaultSubGroupSize);
 // Ψ, Ψ' and the shape for a model on `ranks` ranks; the rest of PlanInput at its defaults.

@@ -124,8 +124,7 @@ void TrainingRun::open_engine_and_model() {
   buffers.compute_dtype = opts.precision;
   for (size_t i = 0; i < model->param_specs().size(); ++i) {
     const ParamSpec& s = model->param_specs()[i];
-    buffers.params.push_back({s.name, s.unit, model->param_offset(int(i)), s.shape.numel()});
-    buffers.weight_decay.push_back(s.weight_decay);
+    buffers.params.push_back({s.name, s.unit, model->param_offset(int(i)), s.shape.numel(), false, s.weight_decay});
   }
   engine->attach(*model, std::move(buffers), opts.seed, init);
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));

@@ -19,10 +19,7 @@ HostOptimizerSizes host_optimizer_sizes(int64_t elements, DType compute_dtype, b
   z.keep = keep_compute && compute_dtype != DType::f32 && format.master != compute_dtype;
   z.copies = speculative || nvme ? 2 : 1;
   z.grads = n * esz;
-  if (format.master != DType::f32) {
-    z.f32_master_elements = std::max<int64_t>(f32_master_elements, 0);
-    z.f32_masters = uint64_t(z.copies) * uint64_t(z.f32_master_elements) * 4;
-  }
+  if (format.master != DType::f32) z.f32_master_elements = std::max<int64_t>(f32_master_elements, 0);
   if (nvme) {
     const auto round_up = [&](uint64_t b) { return (b + nvme_block - 1) / nvme_block * nvme_block; };
     z.region[0] = round_up(n * msz);
@@ -54,7 +51,7 @@ void touch_state(Buffer& b, const cpu::AdamOptions& o) {
 HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                              AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
                              const io::NvmeOptions* nvme, int rank, int64_t chunk_elements, const StateFormat& format,
-                             int64_t f32_masters)
+                             int64_t f32_master_room)
     : cfg_(config), fmt_(format), begin_(begin), end_(end), speculative_(speculative), compute_dtype_(compute_dtype) {
   STRATA_CHECK(fmt_.master == DType::f32 || fmt_.master == compute_dtype,
                "HostOptimizer: a " + std::string(dtype_name(fmt_.master)) + " master with " +
@@ -70,9 +67,9 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
     f32_at_.push_back(own ? kept32 : -1);
     kept32 += own ? g.count : 0;
   }
-  STRATA_CHECK(kept32 <= std::max<int64_t>(f32_masters, 0) || fmt_.master == DType::f32,
+  STRATA_CHECK(kept32 <= std::max<int64_t>(f32_master_room, 0),
                "HostOptimizer: " + std::to_string(kept32) + " f32 masters beside the bf16 one, room for " +
-                   std::to_string(f32_masters),
+                   std::to_string(f32_master_room),
                "this is a bug in the engine plan: it counts them per rank");
   // Gradients in the run's gradient dtype (the compute dtype), accumulated with the same
   // rounding as on the device, so offloaded and device runs agree (and f16 overflow shows).
@@ -88,18 +85,18 @@ HostOptimizer::HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, 
                  "NVMe swap chunks of " + std::to_string(chunk_elements) + " elements",
                  "this is a bug in the engine: chunks must be block-aligned");
     sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, true, chunk_elements, block,
-                                  fmt_, f32_masters);
+                                  fmt_, f32_master_room);
     file_ = std::make_unique<io::NvmeFile>(*nvme, "strata-rank" + std::to_string(rank) + ".swap", sizes_.nvme_bytes);
   } else {
     sizes_ = host_optimizer_sizes(end - begin, compute_dtype, keep_compute, speculative, false, chunk_elements, 0, fmt_,
-                                  f32_masters);
+                                  f32_master_room);
   }
   grads_ = tm.allocate(Tier::host, sizes_.grads, "host:grads");
   grads_.zero();
-  if (sizes_.f32_masters > 0)
+  if (sizes_.f32_master_elements > 0)
     for (int c = 0; c < sizes_.copies; ++c) {
       f32_master_[c] =
-          tm.allocate(Tier::host, sizes_.f32_masters / uint64_t(sizes_.copies),
+          tm.allocate(Tier::host, size_t(sizes_.f32_master_elements) * 4,
                       sizes_.copies > 1 ? (c ? "host:master_f32:b" : "host:master_f32:a") : "host:master_f32");
       f32_master_[c].zero();
     }

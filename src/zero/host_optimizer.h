@@ -56,8 +56,9 @@ struct HostOptimizerSizes {
   uint64_t nvme_bytes = 0;          // the swap file
   uint64_t param_cache = 0;         // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
   int64_t f32_master_elements = 0;  // S17: parameters without weight decay beside a bf16 master
-  uint64_t f32_masters = 0;         // their f32 masters, every copy, always in RAM
-  uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache + f32_masters; }
+  // Their f32 masters, every copy, always in RAM.
+  uint64_t f32_masters() const { return uint64_t(copies) * uint64_t(f32_master_elements) * 4; }
+  uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache + f32_masters(); }
 };
 // keep_compute: the 16-bit parameters live on the host too (only with a 16-bit compute
 // dtype, and apart from the master only when it is f32); nvme_block: the swap file's block
@@ -72,13 +73,13 @@ class HostOptimizer {
   // groups: AdamW groups in shard offsets (the owned pieces, with weight decay), of which
   // the parts in [begin, end) are this optimizer's. keep_compute: the 16-bit parameters are
   // kept here too (stage-3 parameter offload). nvme: where the states live (null: RAM);
-  // chunk_elements bounds a chunk (the NVMe swap buffers' size). f32_masters: room for the
+  // chunk_elements bounds a chunk (the NVMe swap buffers' size). f32_master_room: room for the
   // f32 masters of groups without weight decay when the master is bf16 (the plan's count,
   // the most of any rank; at least this optimizer's).
   HostOptimizer(tier::TierManager& tm, int64_t begin, int64_t end, std::span<const AdamW::Group> groups,
                 AdamWConfig config, bool speculative, DType compute_dtype, bool keep_compute,
                 const io::NvmeOptions* nvme = nullptr, int rank = 0, int64_t chunk_elements = 0,
-                const StateFormat& format = {}, int64_t f32_masters = 0);
+                const StateFormat& format = {}, int64_t f32_master_room = 0);
   ~HostOptimizer();
 
   int64_t begin() const { return begin_; }

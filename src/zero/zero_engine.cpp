@@ -73,15 +73,12 @@ void ZeroEngine::wait_host() {
 void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, const FlatSource* init) {
   model_ = &model;
   buf_ = std::move(buffers);
-  STRATA_CHECK(buf_.weight_decay.size() == buf_.params.size(), "ZeroEngine: one weight-decay flag per parameter",
-               "this is a bug in the caller");
   STRATA_CHECK(policy_.parameters || buf_.master || buf_.compute,
                "ZeroEngine: stage " + std::to_string(opts_.stage) + " needs the model's parameters",
                "this is a bug in the caller");
   STRATA_CHECK(policy_.optimizer_states || buf_.master, "ZeroEngine: stage 0 needs the model's f32 master parameters",
                "this is a bug in the caller");
   grad_dtype_ = buf_.compute_dtype;
-  for (size_t i = 0; i < buf_.params.size(); ++i) buf_.params[i].weight_decay = buf_.weight_decay[i];
   const size_t device_before = be_.budget().used(), host_before = tiers_ ? tiers_->budget(Tier::host).used() : 0;
   const int units = model.num_units();
   {

@@ -65,8 +65,7 @@ struct ModelBuffers {
   float* master = nullptr;  // full f32 parameters, when the model owns them
   void* compute = nullptr;  // full compute-dtype parameters when they differ from master (16-bit runs)
   DType compute_dtype = DType::f32;
-  std::vector<ParamSpan> params;   // the flat parameter table, with units
-  std::vector<bool> weight_decay;  // per parameter
+  std::vector<ParamSpan> params;  // the flat parameter table, with units and weight decay
 };
 
 // What reduce_gradients agreed across ranks.
