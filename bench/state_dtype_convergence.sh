@@ -14,11 +14,12 @@
 # The GPT-2-small-class runs (86M and 76M: GPT-2 small's and llama-small's transformers over
 # bytes, on a text larger than they can memorise in 2000 steps):
 #   cat /usr/share/vim/vim90/doc/*.txt >vimdoc.txt   # Debian's vim-runtime: 9.5 MB of English
-#   MODELS="gpt2:configs/gpt2-small-bytes.json" DATA=vimdoc.txt \
-#   VARIANTS="f32 all16-nearest all16-stochastic" bench/state_dtype_convergence.sh build/strata OUT \
-#     2000 --micro-batch 1 --seq-len 128 --lr 6e-4 --warmup 100
-# Each run: bf16 compute, ZeRO stage 1 with the optimizer in host RAM (the CPU Adam owns the
-# 16-bit states), the model's default batch (8 × 128 tokens), every step logged. The final
+#   MODELS="gpt2:configs/gpt2-small-bytes.json llama:configs/llama-small-bytes.json" \
+#   DATA=vimdoc.txt VARIANTS="all16-nearest all16-stochastic" \
+#   bench/state_dtype_convergence.sh build/strata OUT 2000 --micro-batch 1 --seq-len 128 --lr 6e-4 --warmup 100
+# (about 40 minutes a run on 2 cores). Each run: bf16 compute, ZeRO stage 1 with the optimizer
+# in host RAM (the CPU Adam owns the 16-bit states), the default batch (8 × 128 tokens) unless
+# the options after STEPS say otherwise, every step logged. The final
 # loss is the mean of the last 200 steps' losses (one batch a step is noisy; every variant
 # sees the same batches).
 set -euo pipefail
