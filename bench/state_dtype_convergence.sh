@@ -32,11 +32,18 @@ data=${DATA:-$src/data/default.txt}
 # name:master:m and v:rounding
 variants=("f32:f32:f32:stochastic" "mv16-nearest:f32:bf16:nearest" "mv16-stochastic:f32:bf16:stochastic"
   "all16-nearest:bf16:bf16:nearest" "all16-stochastic:bf16:bf16:stochastic")
+# The chosen variants in the order above, f32 first; a name not above is an error.
 chosen=" f32 ${VARIANTS:-mv16-nearest mv16-stochastic all16-nearest all16-stochastic} "
+picked=() run_names=()
+for v in "${variants[@]}"; do
+  [[ $chosen == *" ${v%%:*} "* ]] && picked+=("$v") run_names+=("${v%%:*}")
+done
+for name in $chosen; do
+  [[ " ${run_names[*]} " == *" $name "* ]] || { echo "VARIANTS: no variant '$name' (${variants[*]%%:*})" >&2; exit 2; }
+done
 for m in "${models[@]}"; do
-  for v in "${variants[@]}"; do
+  for v in "${picked[@]}"; do
     IFS=: read -r name master moments rounding <<<"$v"
-    [[ $chosen == *" $name "* ]] || continue
     run="$out/${m%%:*}-$name"
     [[ -s $run/metrics.jsonl && $(tail -1 "$run/metrics.jsonl" | grep -o '"step":[0-9]*') == "\"step\":$steps" ]] &&
       continue # done before: the script resumes where it stopped
@@ -49,10 +56,8 @@ for m in "${models[@]}"; do
   done
 done
 
-# The models' and the chosen variants' names, in the order run.
-model_names=() run_names=()
+model_names=()
 for m in "${models[@]}"; do model_names+=("${m%%:*}"); done
-for v in "${variants[@]}"; do [[ $chosen == *" ${v%%:*} "* ]] && run_names+=("${v%%:*}"); done
 
 /usr/bin/python3 - "$out" "$steps" "${model_names[*]}" "${run_names[*]}" <<'PY'
 import json, sys
