@@ -142,6 +142,7 @@ void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
   ts.v = host_address(a.v);
   ts.m16 = host_address(a.m16);
   ts.v16 = host_address(a.v16);
+  ts.param16 = host_address(a.param16);
   ts.stochastic = a.stochastic, ts.seed = a.seed, ts.index_base = a.index_base;
   ts.grad = host_address(a.grad);
   ts.grad_dtype = a.grad_dtype;

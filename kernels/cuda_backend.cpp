@@ -162,10 +162,10 @@ void CudaBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
                        c.eps,
                        c.decay_mul,
                        c.grad_scale};
-  if (a.m16) {
+  if (a.m16 || a.v16 || a.param16) {
     const kernel_math::Adam16Keys keys = kernel_math::adam16_keys(a.seed, a.t);
-    l.m16 = a.m16, l.v16 = a.v16, l.stochastic = a.stochastic;
-    l.key_lo = keys.lo, l.key_hi = keys.hi, l.index_base = a.index_base;
+    l.m16 = a.m16, l.v16 = a.v16, l.param16 = a.param16, l.stochastic = a.stochastic;
+    l.key_lo = keys.lo, l.key_hi = keys.hi, l.key_p = keys.p, l.index_base = a.index_base;
   }
   launch::adamw(l, nonfinite, s.native_handle());
 }

@@ -57,21 +57,21 @@ __global__ void adamw_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
   if (bad && nonfinite) *nonfinite = 1;  // every writer writes the same value
 }
 
-// The same on bf16 moments (S17): widened, updated as above, rounded back once with the CPU
-// Adam's random bits, so the device's 16-bit moments are the CPU kernel's bit for bit.
+// The same with any of master, m and v in bf16 (S17): widened, updated as above, rounded back
+// once with the CPU Adam's random bits, so the device's 16-bit states are the CPU kernel's bit
+// for bit (kernel_math::adamw16_element).
 template <typename G>
 __global__ void adamw16_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
   km::AdamConsts c{a.beta1,        a.beta2, a.one_minus_beta1, a.one_minus_beta2, a.step_size,
                    a.inv_sqrt_bc2, a.eps,   a.decay_mul,       a.grad_scale};
-  const km::Adam16Keys keys{a.key_lo, a.key_hi, 0};
+  const km::Adam16Keys keys{a.key_lo, a.key_hi, a.key_p};
   bool bad = false;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
-    float p = a.param[i], m = km::bf16_value(a.m16[i]), v = km::bf16_value(a.v16[i]);
-    bad |= !km::adamw_element(&p, &m, &v, load(grad, i), c);
     const uint32_t h = km::adam16_hash(uint64_t(a.index_base + i), keys);
-    a.param[i] = p;
-    a.m16[i] = km::round_state(m, h & 0xffffu, a.stochastic);
-    a.v16[i] = km::round_state(v, h >> 16, a.stochastic);
+    float p;
+    bad |= !km::adamw16_element(a.param16 ? nullptr : a.param + i, a.param16 ? a.param16 + i : nullptr,
+                                a.m16 ? nullptr : a.m + i, a.m16 ? a.m16 + i : nullptr, a.v16 ? nullptr : a.v + i,
+                                a.v16 ? a.v16 + i : nullptr, load(grad, i), c, h, keys.p, a.stochastic, &p);
     store_copy_out(a, i, p);
   }
   if (bad && nonfinite) *nonfinite = 1;
@@ -100,7 +100,7 @@ void adamw(const AdamLaunch& a, int32_t* nonfinite, void* stream) {
   if (a.n == 0) return;
   dispatch(a.grad_dtype, [&](auto* tag) {
     using G = STRATA_ELEM(tag);
-    if (a.m16)
+    if (a.m16 || a.v16 || a.param16)
       adamw16_kernel<<<km::grid_for(a.n), km::kThreads, 0, as_stream(stream)>>>(a, static_cast<const G*>(a.grad),
                                                                                 nonfinite);
     else

@@ -104,7 +104,9 @@ PY
              "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}}' >"$tmp/ds16.json"
     "$bin" train --config "$tmp/ds16.json" --print-config >"$tmp/cfg" 2>&1 || fail "print-config: $(cat "$tmp/cfg")"
     grep -q "master-dtype.*bf16" "$tmp/cfg" && grep -q "optimizer-state-dtype.*bf16" "$tmp/cfg" || fail "DeepSpeed's keys not mapped: $(cat "$tmp/cfg")"
-    expect_error 1 "without the whole optimizer on the host" -- train --zero-stage 2 --precision bf16 --master-dtype bf16 --steps 1
+    "$bin" train --steps 3 --zero-stage 3 --precision bf16 --master-dtype bf16 --optimizer-state-dtype bf16 \
+      --out "$tmp/dev16" 2>"$tmp/err" || fail "16-bit states on the device failed: $(cat "$tmp/err")"
+    expect_error 1 "with --zero-stage 0" -- train --zero-stage 0 --precision bf16 --master-dtype bf16 --steps 1
     expect_error 1 "with --precision f32" -- train --zero-stage 2 --offload-optimizer cpu --master-dtype bf16 --steps 1
     expect_error 2 "optimizer-state-dtype" -- train --optimizer-state-dtype f16
     echo "ok: $(tail -1 "$tmp/run/metrics.jsonl" | head -c 300)" ;;
@@ -525,11 +527,15 @@ PY
     [[ $(cut -d' ' -f1 "$tmp/k" | tr '\n' ' ') == "1 2 4 8 " ]] || fail "hpZ rows: $(cat "$tmp/hpz" | tail -8)"
     awk 'NR == 1 {d = $2; x = $3; next} !($2 > d && $3 < x) {exit 1}' "$tmp/k" || fail "no trade-off: $(cat "$tmp/k")"
     expect_error 2 "must divide --ranks" -- plan --model gpt-20b --ranks 32 --ranks-per-node 5
-    # S17: 16-bit offloaded states, K = 6 with a bf16 master, m and v (10 B per parameter at stage 3).
+    # S17: 16-bit states, K = 6 with a bf16 master, m and v: at stage 3, 8 B per parameter on the
+    # device (the master is the compute shard), 10 B offloaded.
     "$bin" plan --params 7.5e9 --ranks 64 --precision bf16 --master-dtype bf16 --optimizer-state-dtype bf16 >"$tmp/out" ||
       fail "plan with 16-bit states failed"
     grep -q "master bf16, m and v bf16 (K = 6)" "$tmp/out" || fail "16-bit states not stated: $(head -2 "$tmp/out")"
-    grep -q "stage 3 1.9 GB (1.2 GB with these states, offloaded)" "$tmp/out" || fail "16-bit states' bytes: $(head -3 "$tmp/out")"
+    grep -q "stage 3 1.9 GB (0.9 GB with these states on the device, 1.2 GB offloaded)" "$tmp/out" ||
+      fail "16-bit states' bytes: $(head -3 "$tmp/out")"
+    awk '$1 == 3 && $2 == "none" && $8 == "0.938" {ok = 1} END {exit !ok}' "$tmp/out" ||
+      fail "stage 3's device row with a bf16 master: $(grep '^3 ' "$tmp/out")"
     expect_error 2 "needs --precision bf16" -- plan --params 1e9 --precision f32 --master-dtype bf16
     echo "ok: $(grep recommended "$tmp/out")" ;;
   bench_suite)

@@ -34,6 +34,7 @@ run nvme 1 --zero-stage 3 --precision bf16 --offload-optimizer nvme --offload-pa
 run ranks2_stage1_f16 2 --zero-stage 1 --precision f16
 run ranks4_stage3_hpz 4 --zero-stage 3 --hpz-partition-size 2 --precision bf16
 run llama_stage2 2 --model configs/llama-tiny-bytes.json --zero-stage 2 --precision bf16
+run bf16_states_on_device 2 --zero-stage 2 --precision bf16 --master-dtype bf16 --optimizer-state-dtype bf16
 # Imported Hugging Face weights: uploaded whole by the trainer (stage 0) or a unit at a time
 # by the engine (stage 3).
 "$bin" train --model configs/llama-tiny-bytes.json --seq-len 16 --steps 2 --save-every 2 --out "$tmp/src" \

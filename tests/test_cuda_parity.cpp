@@ -288,35 +288,56 @@ TEST_F(CudaParity, EngineOpsSquareSumAndAdamW) {
   expect_match(out, 0, "adamw bf16 out");
 }
 
-// S17: bf16 moments, rounded stochastically from the model-flat index: the device's m, v and
-// parameters are the CPU scalar kernel's bit for bit.
-TEST_F(CudaParity, AdamWOnBf16MomentsIsTheCpuKernel) {
+// S17: 16-bit states — bf16 m and v, a bf16 master (the compute copy itself), or all three —
+// rounded stochastically from the model-flat index or to nearest: the device's states and
+// copy-out are the CPU scalar kernel's bit for bit.
+TEST_F(CudaParity, AdamWOnBf16StatesIsTheCpuKernel) {
   const int64_t n = 1'000'003;
-  Pair g = randp(DType::f32, {n}, 1), p = randp(DType::f32, {n}, 2);
-  Pair m = randp(DType::bf16, {n}, 3, 0.1f), v = randp(DType::bf16, {n}, 4, 0.01f);
-  {  // v >= 0, as the update keeps it
-    std::vector<uint16_t> h(static_cast<size_t>(n));
-    std::memcpy(h.data(), v.cpu.data(), h.size() * 2);
-    for (uint16_t& x : h) x &= 0x7fffu;
-    std::memcpy(v.cpu.data(), h.data(), h.size() * 2);
-    gpu_->upload(v.gpu.data(), h.data(), h.size() * 2);
-  }
-  Pair bad = make({0}, DType::f32, {1});
-  for (bool stochastic : {true, false}) {
-    for (bool on_gpu : {false, true}) {
-      Backend& be = on_gpu ? static_cast<Backend&>(*gpu_) : cpu_;
-      auto ptr = [&](const Pair& x) { return on_gpu ? x.gpu.data() : x.cpu.data(); };
-      AdamWArgs args;
-      args.param = static_cast<float*>(ptr(p));
-      args.m16 = static_cast<uint16_t*>(ptr(m)), args.v16 = static_cast<uint16_t*>(ptr(v));
-      args.stochastic = stochastic, args.seed = 1234, args.index_base = (int64_t(1) << 32) - 77;  // crosses 2^32
-      args.grad = ptr(g), args.n = n, args.lr = 1e-3f, args.weight_decay = 0.1f, args.t = 5;
-      args.isa = 1;  // the CPU's scalar kernel
-      be.adamw(args, static_cast<int32_t*>(ptr(bad)), be.compute_stream());
+  struct Layout {
+    bool master16, moments16;
+  };
+  for (const Layout l : {Layout{false, true}, Layout{true, true}, Layout{true, false}})
+    for (bool stochastic : {true, false}) {
+      Pair g = randp(DType::f32, {n}, 1);
+      Pair p = randp(l.master16 ? DType::bf16 : DType::f32, {n}, 2);
+      const DType mt = l.moments16 ? DType::bf16 : DType::f32;
+      Pair m = randp(mt, {n}, 3, 0.1f), v = randp(mt, {n}, 4, 0.01f);
+      {  // v >= 0, as the update keeps it
+        std::vector<char> h(size_t(n) * dtype_size(mt));
+        std::memcpy(h.data(), v.cpu.data(), h.size());
+        for (int64_t i = 0; i < n; ++i) {
+          char* sign = h.data() + size_t(i + 1) * dtype_size(mt) - 1;  // little-endian: the top byte
+          *sign = char(*sign & 0x7f);
+        }
+        std::memcpy(v.cpu.data(), h.data(), h.size());
+        gpu_->upload(v.gpu.data(), h.data(), h.size());
+      }
+      Pair out = randp(DType::bf16, {n}, 5), bad = make({0}, DType::f32, {1});
+      for (bool on_gpu : {false, true}) {
+        Backend& be = on_gpu ? static_cast<Backend&>(*gpu_) : cpu_;
+        auto ptr = [&](const Pair& x) { return on_gpu ? x.gpu.data() : x.cpu.data(); };
+        AdamWArgs args;
+        if (l.master16)
+          args.param16 = static_cast<uint16_t*>(ptr(p));
+        else
+          args.param = static_cast<float*>(ptr(p)), args.param_out = ptr(out), args.out_dtype = DType::bf16;
+        if (l.moments16)
+          args.m16 = static_cast<uint16_t*>(ptr(m)), args.v16 = static_cast<uint16_t*>(ptr(v));
+        else
+          args.m = static_cast<float*>(ptr(m)), args.v = static_cast<float*>(ptr(v));
+        args.stochastic = stochastic, args.seed = 1234, args.index_base = (int64_t(1) << 32) - 77;  // crosses 2^32
+        args.grad = ptr(g), args.n = n, args.lr = 1e-3f, args.weight_decay = 0.1f, args.t = 5;
+        args.isa = 1;  // the CPU's scalar kernel
+        be.adamw(args, static_cast<int32_t*>(ptr(bad)), be.compute_stream());
+      }
+      gpu_->compute_stream().synchronize();
+      const std::string what = std::string(l.master16 ? "bf16 master" : "f32 master") +
+                               (l.moments16 ? ", bf16 m, v" : ", f32 m, v") +
+                               (stochastic ? ", stochastic" : ", nearest");
+      for (const auto& [x, name] :
+           {std::pair<const Pair*, const char*>{&p, "param"}, {&m, "m"}, {&v, "v"}, {&out, "copy-out"}})
+        expect_match(*x, 0, ("adamw16 " + std::string(name) + ", " + what).c_str());
     }
-    gpu_->compute_stream().synchronize();
-    expect_match(p, 0, "adamw16 param"), expect_match(m, 0, "adamw16 m"), expect_match(v, 0, "adamw16 v");
-  }
 }
 
 // Memory: one carve-up of one allocation; the budget sees every buffer, and a buffer larger

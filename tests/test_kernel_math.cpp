@@ -291,46 +291,78 @@ TEST_F(KernelMath, AdamWWithoutBiasCorrectionMatchesTheCpuKernel) {
   EXPECT_EQ(v, rv);
 }
 
-// S17: optimizer.cu's AdamW on bf16 moments (adamw_element between adam16_math's widening
-// and rounding, its random bits from the model-flat index) is the CPU's 16-bit kernel bit for
-// bit, stochastic or nearest, across a 2^32 index boundary, on every ISA this CPU has.
-TEST_F(KernelMath, AdamWOnBf16MomentsMatchesTheCpuKernelBitForBit) {
+// S17: optimizer.cu's AdamW on 16-bit states (kernel_math::adamw16_element: adamw_element
+// between adam16_math's widening and rounding, its random bits from the model-flat index) is
+// the CPU's 16-bit kernel bit for bit — bf16 m and v, a bf16 master, or all three; stochastic
+// or nearest; across a 2^32 index boundary; with a copy-out; on every ISA this CPU has.
+TEST_F(KernelMath, AdamWOnBf16StatesMatchesTheCpuKernelBitForBit) {
   const int64_t n = 777;
   auto p0 = randn(size_t(n), 25), g = randn(size_t(n), 26), mf = randn(size_t(n), 27, 0.1f),
        vf = randn(size_t(n), 28, 0.01f);
-  std::vector<uint16_t> m0(static_cast<size_t>(n)), v0(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    m0[size_t(i)] = km::bf16_nearest(mf[size_t(i)]), v0[size_t(i)] = km::bf16_nearest(std::fabs(vf[size_t(i)]));
+  std::vector<uint16_t> p16_0(static_cast<size_t>(n)), m16_0(static_cast<size_t>(n)), v16_0(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    vf[size_t(i)] = std::fabs(vf[size_t(i)]);
+    p16_0[size_t(i)] = km::bf16_nearest(p0[size_t(i)]);
+    m16_0[size_t(i)] = km::bf16_nearest(mf[size_t(i)]), v16_0[size_t(i)] = km::bf16_nearest(vf[size_t(i)]);
+  }
   const cpu::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 11, 0.5f};
   const uint64_t seed = 99;
   const int64_t base = (int64_t(1) << 32) - 300;
-  for (bool stochastic : {true, false}) {
-    // The device's loop, on the host.
-    auto p = p0;
-    auto m = m0, v = v0;
-    const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
-    const km::Adam16Keys keys = km::adam16_keys(seed, h.step);
-    for (int64_t i = 0; i < n; ++i) {
-      float mw = km::bf16_value(m[size_t(i)]), vw = km::bf16_value(v[size_t(i)]);
-      km::adamw_element(&p[size_t(i)], &mw, &vw, g[size_t(i)], c);
-      const uint32_t r = km::adam16_hash(uint64_t(base + i), keys);
-      m[size_t(i)] = km::round_state(mw, r & 0xffffu, stochastic);
-      v[size_t(i)] = km::round_state(vw, r >> 16, stochastic);
+  struct Layout {
+    bool master16, moments16;
+  };
+  for (const Layout l : {Layout{false, true}, Layout{true, true}, Layout{true, false}})
+    for (bool stochastic : {true, false}) {
+      // The device's loop, on the host.
+      auto p = p0, m = mf, v = vf;
+      auto p16 = p16_0, m16 = m16_0, v16 = v16_0;
+      std::vector<uint16_t> out(static_cast<size_t>(n));
+      const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
+      const km::Adam16Keys keys = km::adam16_keys(seed, h.step);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = size_t(i);
+        float stored;
+        km::adamw16_element(l.master16 ? nullptr : &p[k], l.master16 ? &p16[k] : nullptr, l.moments16 ? nullptr : &m[k],
+                            l.moments16 ? &m16[k] : nullptr, l.moments16 ? nullptr : &v[k],
+                            l.moments16 ? &v16[k] : nullptr, g[k], c, km::adam16_hash(uint64_t(base + i), keys), keys.p,
+                            stochastic, &stored);
+        out[k] = km::bf16_nearest(stored);  // the kernel's bf16 copy-out
+      }
+      for (cpu::AdamIsa isa : {cpu::AdamIsa::scalar, cpu::AdamIsa::avx2, cpu::AdamIsa::avx512}) {
+        if (!cpu::adam_isa_supported(isa)) continue;
+        auto rp = p0, rm = mf, rv = vf;
+        auto rp16 = p16_0, rm16 = m16_0, rv16 = v16_0;
+        std::vector<uint16_t> rout(static_cast<size_t>(n));
+        cpu::AdamTensors t;
+        if (l.master16)
+          t.param16 = rp16.data();
+        else
+          t.param = rp.data();
+        if (l.moments16)
+          t.m16 = rm16.data(), t.v16 = rv16.data();
+        else
+          t.m = rm.data(), t.v = rv.data();
+        t.param_out = rout.data(), t.out_dtype = DType::bf16;
+        t.grad = g.data(), t.n = n;
+        t.stochastic = stochastic, t.seed = seed, t.index_base = base;
+        cpu::adam_step(t, h, {isa, 2, 64});
+        const std::string what = std::string(cpu::adam_isa_name(isa)) + (stochastic ? ", stochastic" : ", nearest") +
+                                 (l.master16 ? ", bf16 master" : ", f32 master") +
+                                 (l.moments16 ? ", bf16 m and v" : ", f32 m and v");
+        if (l.master16)
+          EXPECT_EQ(p16, rp16) << what;
+        else
+          EXPECT_EQ(p, rp) << what;
+        if (l.moments16) {
+          EXPECT_EQ(m16, rm16) << what;
+          EXPECT_EQ(v16, rv16) << what;
+        } else {
+          EXPECT_EQ(m, rm) << what;
+          EXPECT_EQ(v, rv) << what;
+        }
+        EXPECT_EQ(out, rout) << what << ": the copy-out";
+      }
     }
-    for (cpu::AdamIsa isa : {cpu::AdamIsa::scalar, cpu::AdamIsa::avx2, cpu::AdamIsa::avx512}) {
-      if (!cpu::adam_isa_supported(isa)) continue;
-      auto rp = p0;
-      auto rm = m0, rv = v0;
-      cpu::AdamTensors t;
-      t.param = rp.data(), t.m16 = rm.data(), t.v16 = rv.data(), t.grad = g.data(), t.n = n;
-      t.stochastic = stochastic, t.seed = seed, t.index_base = base;
-      cpu::adam_step(t, h, {isa, 2, 64});
-      const std::string what = std::string(cpu::adam_isa_name(isa)) + (stochastic ? ", stochastic" : ", nearest");
-      EXPECT_EQ(p, rp) << what;
-      EXPECT_EQ(m, rm) << what;
-      EXPECT_EQ(v, rv) << what;
-    }
-  }
 }
 
 TEST(LaunchShape, GridsCoverTheWorkAndStayLegal) {

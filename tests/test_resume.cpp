@@ -83,7 +83,7 @@ struct Config {
   std::string optimizer = "none", param = "none";
   std::string model = "configs/gpt2-tiny-bytes.json";
   std::string data = "data/default.txt";
-  std::string states = "f32";  // S17: m, v (and offloaded with a bf16 compute dtype, the master) in this dtype
+  std::string states = "f32";  // S17: m, v (and at stages 1-3 with a bf16 compute dtype, the master) in this dtype
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -105,8 +105,10 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
        "configs/llama-tiny-bytes.json", "data/default.txt", "bf16"},
       {"stage 1 f32, bf16 m and v in host RAM", 1, DType::f32, 1, "cpu", "none", "configs/gpt2-tiny-bytes.json",
        "data/default.txt", "bf16"},
-      {"stage 3 bf16, bf16 m and v on the device", 3, DType::bf16, 1, "none", "none", "configs/gpt2-tiny-bytes.json",
-       "data/default.txt", "bf16"},
+      {"stage 3 bf16, bf16 master, m and v on the device", 3, DType::bf16, 1, "none", "none",
+       "configs/gpt2-tiny-bytes.json", "data/default.txt", "bf16"},
+      {"Llama, stage 1 bf16, bf16 master, m and v on the device", 1, DType::bf16, 2, "none", "none",
+       "configs/llama-tiny-bytes.json", "data/default.txt", "bf16"},
   };
   for (const Config& c : cases) {
     const std::string dir = shared_dir(std::string("bitwise") + std::to_string(c.stage));
@@ -119,7 +121,7 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
     o.param_persistence_threshold = 300;
     o.offload_optimizer = c.optimizer, o.offload_param = c.param;
     o.optimizer_state_dtype = c.states;
-    if (c.precision != DType::f32 && c.optimizer != "none") o.master_dtype = c.states;   // the host's only
+    if (c.precision != DType::f32 && c.stage > 0) o.master_dtype = c.states;             // not at stage 0
     if (c.precision == DType::f16) o.initial_scale_power = 30, o.loss_scale_window = 3;  // overflows, then grows
     if (c.optimizer == "nvme") {
       o.nvme_path = dir + "_nvme_r" + std::to_string(world->rank());
@@ -233,6 +235,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     w.sub_group_size = 700, w.reduce_bucket_size = 1500, w.allgather_bucket_size = 2500;
     w.pin_buffer_count = 3, w.pin_buffer_size = 4096;
     w.optimizer_state_dtype = w.master_dtype = from;
+    w.device_threads = 1;  // offloaded or not, and under mpirun or not: the loss's sums alike
     TrainOptions ref = w;
     ref.out = dir + "_ref";
     const TrainResult a = train(ref);
@@ -262,7 +265,13 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     }
     TrainOptions r = w;
     r.on_step_begin = nullptr, r.resume = true;
-    r.zero_stage = 3, r.offload_param = "cpu", r.param_persistence_threshold = 300;
+    // Into bf16 states on the device (a bf16 master is the compute shard there), out of them
+    // with the parameters in host RAM.
+    r.zero_stage = 3, r.param_persistence_threshold = 300;
+    if (std::string(to) == "bf16")
+      r.offload_optimizer = "none";
+    else
+      r.offload_param = "cpu";
     r.optimizer_state_dtype = r.master_dtype = to;
     const std::string refused = message_of(r);  // the dtypes change what the run computes
     EXPECT_NE(refused.find("--optimizer-state-dtype " + std::string(to) + " (checkpoint: " + from + ")"),

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/math/dropout_math.h"
+#include "kernels/math/element_math.h"
 #include "kernels/math/hd.h"
 
 namespace strata::kernel_math {
@@ -66,6 +67,35 @@ STRATA_HD uint16_t round_state(float x, uint32_t r16, bool stochastic) {
   const uint32_t u = f32_bits(x);
   if (!stochastic || (u & 0x7fffffffu) > 0x7f800000u) return bf16_nearest(x);
   return uint16_t((u + r16) >> 16);
+}
+
+// One element of the AdamW update with any of master, m and v in bf16: each state is given
+// either as f32 (p, m, v) or as bf16 (p16, m16, v16), the other pointer null. The states are
+// widened, updated by adamw_element and each bf16 one rounded back once with its own random
+// bits from h (adam16_hash of the element's model-flat index): the CPU Adam's 16-bit kernel
+// (cpu/adam/adam16_scalar.cpp) bit for bit. *stored is the parameter as stored (a bf16
+// master's value, widened), which a copy-out rounds; returns false for a non-finite gradient.
+STRATA_HD bool adamw16_element(float* p, uint16_t* p16, float* m, uint16_t* m16, float* v, uint16_t* v16,
+                               float raw_grad, const AdamConsts& c, uint32_t h, uint32_t key_p, bool stochastic,
+                               float* stored) {
+  float pw = p16 ? bf16_value(*p16) : *p, mw = m16 ? bf16_value(*m16) : *m, vw = v16 ? bf16_value(*v16) : *v;
+  const bool finite = adamw_element(&pw, &mw, &vw, raw_grad, c);
+  if (m16)
+    *m16 = round_state(mw, h & 0xffffu, stochastic);
+  else
+    *m = mw;
+  if (v16)
+    *v16 = round_state(vw, h >> 16, stochastic);
+  else
+    *v = vw;
+  if (p16) {
+    *p16 = round_state(pw, (h * (key_p | 1u)) >> 16, stochastic);
+    pw = bf16_value(*p16);
+  } else {
+    *p = pw;
+  }
+  *stored = pw;
+  return finite;
 }
 
 }  // namespace strata::kernel_math

@@ -52,9 +52,9 @@ class Stream {
   virtual void* native_handle() const { return nullptr; }
 };
 
-// The device-side AdamW of one parameter range (the engine's device shard): f32 master,
-// m and v updated in place from grads (f32/bf16/f16, times grad_scale); param_out, when
-// set, receives the updated parameters in out_dtype in the same pass.
+// The device-side AdamW of one parameter range (the engine's device shard): master, m and v
+// updated in place from grads (f32/bf16/f16, times grad_scale); param_out, when set,
+// receives the updated parameters in out_dtype in the same pass.
 struct AdamWArgs {
   float* param = nullptr;
   float* m = nullptr;
@@ -70,11 +70,13 @@ struct AdamWArgs {
   // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
   int isa = 0, threads = 0;
   int64_t tile = int64_t(1) << 16;
-  // S17: m and v in bf16 (m16, v16 instead of m, v), rounded once per update stochastically
-  // from (seed, t, index_base + i) — index_base: the model-flat index of element 0 — or to
-  // nearest (kernels/math/adam16_math.h).
+  // S17: m and v in bf16 (m16, v16 instead of m, v) and the master in bf16 (param16 instead
+  // of param: the bf16 compute copy itself), each rounded once per update stochastically from
+  // (seed, t, index_base + i) — index_base: the model-flat index of element 0 — or to nearest
+  // (kernels/math/adam16_math.h).
   uint16_t* m16 = nullptr;
   uint16_t* v16 = nullptr;
+  uint16_t* param16 = nullptr;
   bool stochastic = true;
   uint64_t seed = 0;
   int64_t index_base = 0;

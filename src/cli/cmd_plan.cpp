@@ -182,7 +182,7 @@ int plan_main(int argc, char** argv) {
     states_note = ", optimizer states: master " + std::string(dtype_name(in.states.master)) + ", m and v " +
                   std::string(dtype_name(in.states.moments)) +
                   " (K = " + std::to_string(in.states.master_bytes() + 2 * in.states.moment_bytes()) + ")" +
-                  (in.states.master != DType::f32 ? "; a bf16 master in the offloading rows only" : "");
+                  (in.states.master != DType::f32 ? "; stage 0 keeps an f32 master" : "");
   std::printf("strata plan: %.4g parameters, %d rank(s), %s%s%s\n\n", in.psi, in.ranks,
               in.mixed ? "mixed precision (K = 12)" : "f32", states_note.c_str(),
               in.model ? "" : " (model states only: give --model for activations and step time)");
@@ -194,8 +194,15 @@ int plan_main(int argc, char** argv) {
     std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
     if (narrow && (stage > 0 || in.states.master == DType::f32)) {
       const ModelStates h = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed, in.states);
-      std::printf(" (%.1f GB with these states%s)", (h.params + h.grads + h.optim) / GB,
-                  in.states.master != DType::f32 ? ", offloaded" : "");
+      const double total = h.params + h.grads + h.optim;
+      if (stage == 3 && in.states.master != DType::f32) {
+        // On the device a bf16 master is the stage-3 compute shard; offloaded it is a copy.
+        const double shard16 = 2.0 * (in.padded_psi > 0 ? in.padded_psi : in.psi) / in.ranks;
+        std::printf(" (%.1f GB with these states on the device, %.1f GB offloaded)", (total - shard16) / GB,
+                    total / GB);
+      } else {
+        std::printf(" (%.1f GB with these states)", total / GB);
+      }
     }
   }
   std::printf("\n\n");

@@ -320,7 +320,8 @@ std::vector<TrainOption> make_options() {
                    {"f32", "bf16"}, "bf16.bf16_optimizer_states"));
   v.push_back(text("master-dtype", &O::master_dtype,
                    "f32 | bf16: the master parameters (bf16: with --precision bf16 they are the compute copy too, "
-                   "and norm gains and biases keep an f32 master beside it; needs the whole optimizer offloaded)",
+                   "and norm gains and biases keep an f32 master beside it; --zero-stage 1-3, on the device, in host "
+                   "RAM or on NVMe)",
                    {"f32", "bf16"}, "bf16.bf16_master_weights_and_grads"));
   v.push_back(text("state-rounding", &O::state_rounding,
                    "stochastic | nearest: how bf16 optimizer states are rounded (stochastic: from the seed, step "

@@ -164,16 +164,18 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
         if (!in.model && ckpt) continue;  // no shape: activations unknown
         PlanRow r;
         r.stage = stage, r.offload = o, r.checkpointing = ckpt;
-        // bf16 moments in every row; a bf16 master is the CPU Adam's: only in offloading
-        // rows (and only with 16-bit compute).
+        // bf16 moments in every row; a bf16 master (only with 16-bit compute) at stages 1-3:
+        // stage 0's master is the model's own f32 parameters.
         zero::StateFormat states;
         states.moments = in.states.moments;
-        if (o != "none" && in.mixed) states.master = in.states.master;
+        if (stage > 0 && in.mixed) states.master = in.states.master;
         const ModelStates ms = plan_model_states(stage, psi, in.padded_psi, N, in.mixed, states);
         r.params = ms.params, r.grads = ms.grads, r.optim = ms.optim;
         const double elem = in.mixed ? 2 : 4;
-        // With parameters offloaded, a 16-bit master is the compute shard itself.
-        if (o.ends_with("+param") && in.mixed && states.master != DType::f32) r.params -= elem * part;
+        // At stage 3 a 16-bit master beside the compute shard (on the device, or with it on
+        // the host) is the compute shard itself.
+        if (stage == 3 && (o == "none" || o.ends_with("+param")) && in.mixed && states.master != DType::f32)
+          r.params -= elem * part;
         double dev = 0, host = 0, nvme = 0;
         if (in.model) {
           // Exactly what the engine and the model allocate (both check it), plus the op scratch.

@@ -85,7 +85,7 @@ struct TrainOptions {
   std::function<void(std::span<const float>)> on_step_error;
   double offload_ratio = 1.0;
   std::string speculative_step = "auto";  // auto | true | false (zero::speculative_step_for)
-  // S17: the optimizer's state dtypes (f32 | bf16; a bf16 master only offloaded) and a 16-bit
+  // S17: the optimizer's state dtypes (f32 | bf16; a bf16 master at stages 1-3) and a 16-bit
   // state's rounding.
   std::string optimizer_state_dtype = "f32";  // m and v
   std::string master_dtype = "f32";

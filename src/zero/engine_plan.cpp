@@ -54,17 +54,19 @@ void check_zero_options(const ZeroOptions& o, int world) {
   STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
                "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
-  // S17: bf16 moments live in any tier; a bf16 master only with the CPU Adam (the device keeps an f32 one).
+  // S17: bf16 states live in any tier. A bf16 master is the compute shard, which stage 0 does
+  // not have: there the model's own f32 parameters are the master.
   const StateFormat& f = o.states;
   STRATA_CHECK(
       (f.master == DType::f32 || f.master == DType::bf16) && (f.moments == DType::f32 || f.moments == DType::bf16),
       "--master-dtype " + std::string(dtype_name(f.master)) + " / --optimizer-state-dtype " +
           std::string(dtype_name(f.moments)),
       "optimizer states are f32 or bf16");
-  STRATA_CHECK(f.master == DType::f32 || (o.offload_optimizer && o.offload_ratio == 1.0),
-               "--master-dtype " + std::string(dtype_name(f.master)) + " without the whole optimizer on the host",
-               "a bf16 master is updated by the CPU Adam: add --offload-optimizer cpu (or nvme) and --offload-ratio "
-               "1 (the device keeps an f32 master; --optimizer-state-dtype bf16 alone works in every tier)");
+  STRATA_CHECK(f.master == DType::f32 || policy.optimizer_states,
+               "--master-dtype " + std::string(dtype_name(f.master)) + " with --zero-stage 0",
+               "a bf16 master is the bf16 shard of partitioned optimizer states: use --zero-stage 1 (on one rank it "
+               "partitions nothing and trains the same), or keep --master-dtype f32 (--optimizer-state-dtype bf16 "
+               "works at stage 0)");
   const int K = o.hpz_partition_size;
   STRATA_CHECK(K >= 1 && world % K == 0,
                "--hpz-partition-size " + std::to_string(K) + " with " + std::to_string(world) + " ranks",
@@ -89,6 +91,16 @@ int64_t EnginePlan::unit_shard_begin(int unit) const {
 int64_t EnginePlan::unit_shard_end(int unit) const {
   const auto& gs = unit_groups[size_t(unit)];
   return gs.empty() ? 0 : layout.shard_offset(gs.back()) + layout.sub_groups()[size_t(gs.back())].shard;
+}
+
+std::vector<AdamW::Group> device_groups(const std::vector<AdamW::Group>& groups, const StagePolicy& policy,
+                                        int64_t host_begin) {
+  std::vector<AdamW::Group> out;
+  for (const AdamW::Group& g : groups) {
+    const int64_t hi = policy.optimizer_states ? std::min(g.offset + g.count, host_begin) : g.offset + g.count;
+    if (hi > g.offset) out.push_back({g.offset, hi - g.offset, g.decay, g.index});
+  }
+  return out;
 }
 
 std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const StagePolicy& policy, int rank) {
@@ -145,6 +157,14 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
     if (o.offload_ratio == 1.0) p.host_begin = 0;
   }
   d.adam_moments = 2 * o.states.moment_bytes() * uint64_t(p.device_adam_elements());
+  // S17: beside a bf16 master, the f32 masters of parameters without weight decay in the
+  // device's part, sized for the rank that owns the most of them (the plan is every rank's).
+  int64_t device_f32_masters = 0;
+  if (o.states.master != DType::f32)
+    for (int r = 0; r < in.world; ++r) {
+      std::vector<AdamW::Group> gs = device_groups(optimizer_groups(lay, pol, r), pol, p.host_begin);
+      device_f32_masters = std::max(device_f32_masters, AdamW::place_f32_masters(gs, o.states));
+    }
   // Host chunks fit a staging buffer of f32 gradients, on the layout's alignment (NVMe needs it).
   p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
   if (o.offload_optimizer) {
@@ -166,13 +186,15 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
   // Gradients: full (stages 0-1; f32 runs without partitioning write them in place), and
   // the device's part of the shard with its master. In f32 runs the master doubles as the
   // compute shard, so it spans the whole shard unless parameters live on the host; the
-  // 16-bit compute shard likewise.
+  // 16-bit compute shard likewise. A bf16 master is the compute shard: beside it only the
+  // f32 masters of the parameters without weight decay.
   if (!pol.gradients) d.grads_full = n * esz;
   p.direct_grads = !pol.gradients && !mixed;
   if (pol.optimizer_states) {
     const uint64_t dev = uint64_t(p.host_begin);
     d.grad_shard = dev * esz;
-    d.master_shard = (mixed || o.offload_param ? dev : shard) * 4;
+    d.master_shard =
+        o.states.master != DType::f32 ? uint64_t(device_f32_masters) * 4 : (mixed || o.offload_param ? dev : shard) * 4;
     if (mixed && !o.offload_param) d.compute_shard = shard * esz;
   }
 

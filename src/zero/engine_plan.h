@@ -114,6 +114,11 @@ inline Buffer allocate_planned(Backend& be, uint64_t bytes, const char* name, bo
 // stage 0), each with its weight decay and model-flat index: the engine's optimizer groups.
 std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const StagePolicy& policy, int rank);
 
+// The part of each group the device's AdamW updates: shard offsets below host_begin at
+// stages 1-3, everything at stage 0.
+std::vector<AdamW::Group> device_groups(const std::vector<AdamW::Group>& groups, const StagePolicy& policy,
+                                        int64_t host_begin);
+
 // Checks the options (check_zero_options) and what they need of the model (the gather
 // arena must hold the largest unit), then sizes everything.
 EnginePlan plan_engine(const EnginePlanInput& in);

@@ -7,7 +7,7 @@
 
 namespace strata::zero {
 
-ShardState::ShardState(Backend& backend, const EnginePlan& plan, int rank, float* master, AdamW& adam,
+ShardState::ShardState(Backend& backend, const EnginePlan& plan, int rank, DeviceMaster& master, AdamW& adam,
                        HostOptimizer* host)
     : be_(backend), plan_(plan), rank_(rank), master_(master), adam_(adam), host_(host) {}
 
@@ -51,8 +51,15 @@ void ShardState::io(int kind, int64_t lo, int64_t hi, float* buf, bool write) {
 }
 
 void ShardState::device_io(int kind, int64_t at, int64_t n, float* buf, bool write) {
-  if (kind == 0 || adam_.moment_dtype() == DType::f32) {
-    char* dev = static_cast<char*>(kind == 0 ? static_cast<void*>(master_) : kind == 1 ? adam_.m() : adam_.v());
+  if (kind == 0) {
+    if (write)
+      master_.write(at, at + n, buf);
+    else
+      master_.read(at, at + n, buf);
+    return;
+  }
+  if (adam_.moment_dtype() == DType::f32) {
+    char* dev = static_cast<char*>(kind == 1 ? adam_.m() : adam_.v());
     if (write)
       be_.upload(dev + size_t(at) * 4, buf, size_t(n) * 4);
     else

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "core/flat_source.h"
 #include "zero/adamw.h"
+#include "zero/device_master.h"
 #include "zero/engine_plan.h"
 #include "zero/host_optimizer.h"
 
@@ -24,9 +25,10 @@ struct StatePiece {
 
 class ShardState {
  public:
-  // master: the device's f32 master (the shard's at stages 1-3, the model's at stage 0);
-  // host: the offloaded part (null: none).
-  ShardState(Backend& backend, const EnginePlan& plan, int rank, float* master, AdamW& adam, HostOptimizer* host);
+  // master: the device's master (the shard's at stages 1-3, the model's at stage 0); host:
+  // the offloaded part (null: none).
+  ShardState(Backend& backend, const EnginePlan& plan, int rank, DeviceMaster& master, AdamW& adam,
+             HostOptimizer* host);
 
   // What this rank saves, in kind-major then shard order, cut to at most max_count
   // elements. Stage 0 (nothing partitioned): rank 0 saves everything, the others nothing.
@@ -45,7 +47,7 @@ class ShardState {
   Backend& be_;
   const EnginePlan& plan_;
   const int rank_;
-  float* master_;
+  DeviceMaster& master_;
   AdamW& adam_;
   HostOptimizer* host_;
 };

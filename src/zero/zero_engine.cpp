@@ -99,10 +99,8 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
 
   // The optimizer: AdamW over the device's part, the CPU Adam over the host's.
   const std::vector<AdamW::Group> all_groups = optimizer_groups(lay, policy_, rank_);
-  for (const AdamW::Group& g : all_groups) {  // the device's part of each group
-    const int64_t hi = std::min(g.offset + g.count, policy_.optimizer_states ? plan_.host_begin : g.offset + g.count);
-    if (hi > g.offset) groups_.push_back({g.offset, hi - g.offset, g.decay, g.index});
-  }
+  groups_ = device_groups(all_groups, policy_, plan_.host_begin);
+  AdamW::place_f32_masters(groups_, opts_.states);  // beside a bf16 master (sized by the plan)
   adam_ = std::make_unique<AdamW>(be_, plan_.device_adam_elements(), adam_cfg_, opts_.states);
   if (opts_.offload_optimizer) {
     AdamWConfig host_cfg = adam_cfg_;
@@ -118,6 +116,9 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   scalars_ = allocate_planned(be_, d.scalars, "zero:step_scalars", true);
   shard_master_ = allocate_planned(be_, d.master_shard, "zero:master_shard", true);
   shard_compute_ = allocate_planned(be_, d.compute_shard, "zero:compute_shard");
+  master_ = std::make_unique<DeviceMaster>(be_, opts_.states,
+                                           policy_.optimizer_states ? shard_master_.as<float>() : buf_.master,
+                                           shard_compute_.data(), groups_);
   if (host_) {
     // Updated host chunks go to the device's copy of the parameters: the compute shard
     // (16-bit runs), or the f32 master mirror that stages 1-3 gather from in f32 runs;
@@ -143,8 +144,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                     tiers_ ? &tiers_->h2d() : nullptr);
   }
 
-  state_ = std::make_unique<ShardState>(
-      be_, plan_, rank_, policy_.optimizer_states ? shard_master_.as<float>() : buf_.master, *adam_, host_.get());
+  state_ = std::make_unique<ShardState>(be_, plan_, rank_, *master_, *adam_, host_.get());
 
   // Nothing else may allocate here: strata plan reports the plan's sums.
   {
@@ -188,7 +188,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
                       size_t(hi - lo) * 4);
       }
       const int64_t split = std::clamp(plan_.host_begin, A, B);
-      if (split > A) be_.upload(shard_master_.as<float>() + A, mine.data(), size_t(split - A) * 4);
+      master_->write(A, split, mine.data());
       if (B > split) host_->write_master(split, B, mine.data() + (split - A));
     }
     if (host_) {
@@ -210,7 +210,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
         }
       }
     }
-    if (low_precision() && shard_compute_.data())
+    if (low_precision() && shard_compute_.data() && !master_->bf16())  // a bf16 master is the compute shard
       be_.cast({shard_compute_.data(), buf_.compute_dtype, {plan_.host_begin}, Tier::device},
                {shard_master_.data(), DType::f32, {plan_.host_begin}, Tier::device});
     if (!policy_.parameters && !buf_.master) publish_params();  // fill the model's 16-bit copy

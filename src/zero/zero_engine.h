@@ -48,6 +48,7 @@
 #include "zero/access_order.h"
 #include "zero/adamw.h"
 #include "zero/defaults.h"
+#include "zero/device_master.h"
 #include "zero/engine_plan.h"
 #include "zero/gradient_reducer.h"
 #include "zero/host_optimizer.h"
@@ -189,7 +190,10 @@ class ZeroEngine final : public UnitHooks {
   // compute after the step's parameters are published.
   std::unique_ptr<Event> compute_done_, published_;
 
-  Buffer shard_master_, shard_compute_;  // f32 master and compute-dtype shards (1-3)
+  // Stages 1-3: the f32 master shard (with a bf16 master, only the f32 masters beside it)
+  // and the compute-dtype shard (with a bf16 master, the master).
+  Buffer shard_master_, shard_compute_;
+  std::unique_ptr<DeviceMaster> master_;  // the device's master read and written as f32
   // The gradients (hooks, buckets, reductions) and stage 3's working parameters.
   std::unique_ptr<GradientReducer> reducer_;
   // Stage 3: the working parameters (gathers, prefetch, release, persistence, hpZ).

@@ -109,7 +109,7 @@ void ZeroEngine::gather_full_params(std::span<float> out) {
   wait_host();
   // This rank's master shard, from the device and (offloaded part) the host.
   std::vector<float> mine(static_cast<size_t>(lay.shard_elements()));
-  if (plan_.host_begin > 0) be_.download(mine.data(), shard_master_.data(), size_t(plan_.host_begin) * 4);
+  master_->read(0, plan_.host_begin, mine.data());
   if (host_ && mine.size() > size_t(plan_.host_begin))
     host_->read_master(plan_.host_begin, int64_t(mine.size()), mine.data() + plan_.host_begin);
   std::vector<float> padded(static_cast<size_t>(lay.padded_elements()));

@@ -15,13 +15,19 @@ size_t ZeroEngine::param_bytes() const {
 
 size_t ZeroEngine::grad_bytes() const { return policy_.gradients ? reducer_->shard_bytes() : reducer_->full_bytes(); }
 
-size_t ZeroEngine::optimizer_state_bytes() const { return adam_->state_bytes() + shard_master_.bytes(); }
+// Stages 1-2 keep a compute shard only to gather from; with a bf16 master it is the master,
+// an optimizer state (stage 3 counts it among the parameters, which it also is).
+size_t ZeroEngine::optimizer_state_bytes() const {
+  const bool master_shard = master_->bf16() && !policy_.parameters;
+  return adam_->state_bytes() + shard_master_.bytes() + (master_shard ? shard_compute_.bytes() : 0);
+}
 
 size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
 
 size_t ZeroEngine::comm_buffer_bytes() const {
   return reducer_->buffer_bytes() + (params_ ? params_->buffer_bytes() : 0) +
-         (policy_.gradients ? 0 : reducer_->shard_bytes()) + (policy_.parameters ? 0 : shard_compute_.bytes());
+         (policy_.gradients ? 0 : reducer_->shard_bytes()) +
+         (policy_.parameters || master_->bf16() ? 0 : shard_compute_.bytes());
 }
 
 std::vector<StatePiece> ZeroEngine::state_pieces(int64_t max_count) const { return state_->pieces(max_count); }
