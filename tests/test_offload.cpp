@@ -504,6 +504,20 @@ TEST(StateDtype, SixteenBitStatesGiveTheSameBitsInEveryStageAndTier) {
                     .rounding = "nearest"});
 }
 
+// The most elements of parameters without weight decay any rank owns — the f32 masters kept
+// beside a bf16 master, sized for that rank (the plan is every rank's) — and the shard's size.
+std::pair<int64_t, int64_t> most_f32_masters(const TrainOptions& o) {
+  const std::vector<zero::ParamSpan> table = param_table(ModelSpec::load(o.model)).first;
+  const zero::PartitionLayout lay(table, world->size(), o.sub_group_size);
+  int64_t most = 0;
+  for (int r = 0; r < world->size(); ++r) {
+    int64_t n = 0;
+    for (const zero::OwnedPiece& p : lay.owned_pieces(r)) n += table[size_t(p.param)].weight_decay ? 0 : p.count;
+    most = std::max(most, n);
+  }
+  return {most, lay.shard_elements()};
+}
+
 // The host holds master, m and v in the bytes their dtypes say, and the drive moves each
 // once each way per step: 12, 8 and 6 B per element for f32, bf16 m and v, and all bf16.
 // (strata plan's bytes for these layouts: Nvme.StepTrafficIsThePlans… below.)
@@ -518,15 +532,7 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   EXPECT_GT(h, b);
   // A bf16 master keeps an f32 one beside it for the parameters without weight decay: room
   // for the most any rank owns (the plan is every rank's), in each of the two copies.
-  const TrainOptions o = options_for(c, true);
-  const std::vector<zero::ParamSpan> table = param_table(ModelSpec::load(o.model)).first;
-  const zero::PartitionLayout lay(table, world->size(), o.sub_group_size);
-  int64_t kept32 = 0;
-  for (int r = 0; r < world->size(); ++r) {
-    int64_t n = 0;
-    for (const zero::OwnedPiece& p : lay.owned_pieces(r)) n += table[size_t(p.param)].weight_decay ? 0 : p.count;
-    kept32 = std::max(kept32, n);
-  }
+  const int64_t kept32 = most_f32_masters(options_for(c, true)).first;
   EXPECT_GT(kept32, 0);
   EXPECT_EQ(f - h, 2 * (h - b) + 2 * 4 * 2 * size_t(kept32))
       << "two copies: 4 B of m and v per element, then 2 B of master, less 4 B per f32 master";
@@ -555,16 +561,8 @@ TEST(StateDtype, DeviceBytesFollowTheStateDtypes) {
   const size_t h = optim();
   c.master = "bf16";
   const size_t b = optim();
-  const TrainOptions o = options_for(c, true);
-  const std::vector<zero::ParamSpan> table = param_table(ModelSpec::load(o.model)).first;
-  const zero::PartitionLayout lay(table, world->size(), o.sub_group_size);
-  const size_t shard = size_t(lay.shard_elements());
-  int64_t kept32 = 0;
-  for (int r = 0; r < world->size(); ++r) {
-    int64_t n = 0;
-    for (const zero::OwnedPiece& p : lay.owned_pieces(r)) n += table[size_t(p.param)].weight_decay ? 0 : p.count;
-    kept32 = std::max(kept32, n);
-  }
+  const auto [kept32, shard_elements] = most_f32_masters(options_for(c, true));
+  const size_t shard = size_t(shard_elements);
   EXPECT_GT(kept32, 0);
   EXPECT_EQ(f, 12 * shard);
   EXPECT_EQ(h, 8 * shard);
