@@ -15,11 +15,16 @@ size_t ZeroEngine::param_bytes() const {
 
 size_t ZeroEngine::grad_bytes() const { return policy_.gradients ? reducer_->shard_bytes() : reducer_->full_bytes(); }
 
-// Stages 1-2 keep a compute shard only to gather from; with a bf16 master it is the master,
-// an optimizer state (stage 3 counts it among the parameters, which it also is).
+// Stages 1-2 keep a compute shard only to gather from; with a bf16 master its device part
+// is the master, an optimizer state (its offloaded part is a copy of the host's master; stage
+// 3 counts the whole shard among the parameters, which it also is).
+static size_t master16_bytes(bool bf16_master, const StagePolicy& policy, int64_t device_part, DType compute) {
+  return bf16_master && !policy.parameters ? size_t(device_part) * dtype_size(compute) : 0;
+}
+
 size_t ZeroEngine::optimizer_state_bytes() const {
-  const bool master_shard = master_->bf16() && !policy_.parameters;
-  return adam_->state_bytes() + shard_master_.bytes() + (master_shard ? shard_compute_.bytes() : 0);
+  return adam_->state_bytes() + shard_master_.bytes() +
+         master16_bytes(master_->bf16(), policy_, plan_.host_begin, buf_.compute_dtype);
 }
 
 size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
@@ -27,7 +32,9 @@ size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
 size_t ZeroEngine::comm_buffer_bytes() const {
   return reducer_->buffer_bytes() + (params_ ? params_->buffer_bytes() : 0) +
          (policy_.gradients ? 0 : reducer_->shard_bytes()) +
-         (policy_.parameters || master_->bf16() ? 0 : shard_compute_.bytes());
+         (policy_.parameters ? 0
+                             : shard_compute_.bytes() -
+                                   master16_bytes(master_->bf16(), policy_, plan_.host_begin, buf_.compute_dtype));
 }
 
 std::vector<StatePiece> ZeroEngine::state_pieces(int64_t max_count) const { return state_->pieces(max_count); }
