@@ -9,9 +9,8 @@ namespace strata::cpu::adam_impl {
 
 namespace {
 
-// Word-permute indices (plain data: nothing runs before the CPU is checked): kLo/kHi put
-// words 0-15 / 16-31 at the odd (high-half) positions; kOdd gathers the odd words of two
-// vectors.
+// Word-permute indices (plain data: nothing runs before the CPU is checked): kOdd gathers the
+// odd words of two vectors.
 struct WordIndex {
   alignas(64) uint16_t w[32];
 };
@@ -20,7 +19,7 @@ constexpr WordIndex word_index(int first, int step, int div) {
   for (int j = 0; j < 32; ++j) t.w[j] = uint16_t(first + j * step / div);
   return t;
 }
-constexpr WordIndex kLo = word_index(0, 1, 2), kHi = word_index(16, 1, 2), kOdd = word_index(1, 2, 1);
+constexpr WordIndex kOdd = word_index(1, 2, 1);
 
 struct Avx512 {
   using F = __m512;
@@ -32,11 +31,12 @@ struct Avx512 {
   static I lane_index() { return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   static F widen16(I b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
-  // 32 bf16 values as two vectors: a word permute puts each in the high half of its lane.
+  // 32 bf16 values as two vectors, each half zero-extended and shifted into the high half of
+  // its lanes: 3% faster in cache here than one load and a word permute per vector (2.93-2.99
+  // against 2.19-2.90 G params/s, bench adam --state-dtype bf16 --sizes 1M, alternating).
   static void load16x2(const uint16_t* p, F& a, F& b) {
-    const I w = _mm512_loadu_si512(p);
-    a = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, _mm512_load_si512(kLo.w), w));
-    b = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xaaaaaaaau, _mm512_load_si512(kHi.w), w));
+    a = widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    b = widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16))));
   }
   static F load_grad(const void* g, DType t, int64_t i) {
     if (t == DType::f32) return _mm512_loadu_ps(static_cast<const float*>(g) + i);
