@@ -5,6 +5,8 @@
 #include "cpu/convert.h"
 #include "cpu/gelu8.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_lowp.h"
+#include "cpu/omp_threads.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
 
@@ -80,6 +82,67 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
   });
 }
 
+// Columns of an f32 dout split into bf16 at a time (the planner's op-scratch bound,
+// src/train/planner.cpp, counts two BT × this many bf16 blocks and one f32 row per thread).
+constexpr int64_t kDoutColumns = 4096;
+
+// The backward of a layer whose operands are bf16 but whose output gradient is f32 (the LM
+// head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
+// widen the vocabulary-sized weight and run at the f32 rate: on AMX that was half of GPT-2
+// small's bf16 step. Instead dout is split into two bf16 terms, hi = bf16(dout) and
+// lo = bf16(dout - hi), which carry 16 of its 24 significant bits, and each product runs twice
+// on the native path. Rounding dout to bf16 alone (as PyTorch's autocast does) cost the tiny
+// GPT-2 fixture's bias and position gradients up to 25% on single elements, where sums over
+// rows cancel. A block of columns at a time: each block feeds dinp's sum over it and its own
+// rows of dW while it is still in cache. False (nothing written) where no native path takes
+// these operands.
+bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
+                         Workspace& ws) {
+  const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
+  if (dout.dtype != DType::f32 || weight.dtype != DType::bf16 || inp.dtype != DType::bf16 ||
+      lowp_gemm_mode() == LowpGemm::off)
+    return false;
+  const int64_t cols = std::min(OC, kDoutColumns), threads = thread_count();
+  auto* hi = static_cast<bf16*>(ws.get(Scratch::dout16, size_t(2 * N * cols) * 2 + size_t(threads * cols) * 4));
+  bf16* lo = hi + N * cols;
+  float* rest = reinterpret_cast<float*>(lo + N * cols);  // one row per thread: dout - hi
+  float* acc =
+      dinp.empty() || dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
+  const float* g = dout.as<float>();
+  const bf16* w = weight.as<bf16>();
+  float* dw = dweight.as<float>();
+  const GemmOperand x{inp.data, DType::bf16, C, false};
+  for (int64_t v0 = 0; v0 < OC; v0 += cols) {
+    const int64_t vc = std::min(cols, OC - v0);
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      float* r = rest + thread_id() * cols;
+      convert_from_f32(hi + n * vc, DType::bf16, g + n * OC + v0, size_t(vc));
+      convert_to_f32(r, hi + n * vc, DType::bf16, size_t(vc));
+      for (int64_t i = 0; i < vc; ++i) r[i] = g[n * OC + v0 + i] - r[i];
+      convert_from_f32(lo + n * vc, DType::bf16, r, size_t(vc));
+    }
+    const GemmOperand wv{w + v0 * C, DType::bf16, C, false};
+    for (const bf16* part : {hi, lo}) {
+      const bool first = v0 == 0 && part == hi;
+      // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :]
+      const bool did_dinp = !acc || gemm_native(N, C, vc, 1.0f, {part, DType::bf16, vc, false}, wv, first ? 0.0f : 1.0f,
+                                                LowpOut{acc, DType::f32, C}, ws);
+      // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp
+      const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {part, DType::bf16, vc, true}, x, 1.0f,
+                                                  LowpOut{dw + v0 * C, DType::f32, C}, ws);
+      if (!did_dw) {  // oneDNN declined a shape (not seen): only the first call may
+        STRATA_CHECK(first && did_dinp == !acc,
+                     "matmul_backward: the native bf16 path took a block of dout and not the next",
+                     "set STRATA_LOWP_GEMM=off, and report this");
+        return false;
+      }
+    }
+  }
+  if (acc && acc != dinp.data) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+  return true;
+}
+
 }  // namespace
 
 void matmul_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias, Workspace& ws) {
@@ -97,22 +160,26 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
   expect_numel(dout, N * OC, "matmul_backward", "dout");
   expect_numel(dweight, OC * C, "matmul_backward", "dweight");
   expect_dtype(dweight, DType::f32, "matmul_backward", "dweight");
-  // dinp[N,C] = dout[N,OC] · W[OC,C]
-  if (!dinp.empty()) {
-    expect_numel(dinp, N * C, "matmul_backward", "dinp");
-    // 16-bit: straight into dinp, rounded once (as below, without the f32 pass).
-    const bool direct = dinp.dtype == dout.dtype && dout.dtype != DType::f32 &&
-                        gemm_native(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false},
-                                    {weight.data, weight.dtype, C, false}, 0.0f, LowpOut{dinp.data, dinp.dtype, C}, ws);
-    if (!direct) {
-      float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
-      gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C, ws);
-      if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+  if (!dinp.empty()) expect_numel(dinp, N * C, "matmul_backward", "dinp");
+  if (!backward_split_dout(dinp, dweight, dout, inp, weight, ws)) {
+    // dinp[N,C] = dout[N,OC] · W[OC,C]
+    if (!dinp.empty()) {
+      // 16-bit: straight into dinp, rounded once (as below, without the f32 pass).
+      const bool direct =
+          dinp.dtype == dout.dtype && dout.dtype != DType::f32 &&
+          gemm_native(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f,
+                      LowpOut{dinp.data, dinp.dtype, C}, ws);
+      if (!direct) {
+        float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
+        gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C,
+             ws);
+        if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+      }
     }
+    // dW[OC,C] += dout^T[OC,N] · inp[N,C]
+    gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f, dweight.as<float>(),
+         C, ws);
   }
-  // dW[OC,C] += dout^T[OC,N] · inp[N,C]
-  gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f, dweight.as<float>(), C,
-       ws);
   if (!dbias.empty()) {
     float* db = dbias.as<float>();
     dispatch_act(dout.dtype, [&]<typename T>(T) {

@@ -14,6 +14,8 @@ static const char* slot_name(Scratch s) {
       return "scratch:attention";
     case Scratch::layernorm:
       return "scratch:layernorm";
+    case Scratch::dout16:
+      return "scratch:dout16";
     case Scratch::count:
       break;
   }

@@ -10,7 +10,9 @@
 
 namespace strata::cpu {
 
-enum class Scratch : int { gemm_a, gemm_b, gemm_c, attention, layernorm, count };
+// gemm_a/b: the f32 panels (or the bf16 kernel's packs); gemm_c: an f32 accumulator; dout16:
+// an f32 gradient's column block split into two bf16 terms (matmul_backward).
+enum class Scratch : int { gemm_a, gemm_b, gemm_c, attention, layernorm, dout16, count };
 
 class Workspace {
  public:

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <new>
 
+#include "cpu/gemm_lowp.h"
 #include "test_util.h"
 #include "train/trainer.h"
 
@@ -39,6 +40,12 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 
 namespace strata {
 namespace {
+
+// Strata's own paths for 16-bit GEMMs: its AVX512-BF16 kernel where the CPU has one, else the
+// f32 panels. Where oneDNN runs bf16 on AMX the default is its matmul primitive, whose
+// execution allocates its argument map at every call (OneDnnMatmulAllocatesOnlyPerCall, below);
+// the steady-state check is of Strata's own code. Set before anything reads the mode.
+const bool kPinnedPath = setenv("STRATA_LOWP_GEMM", "strata", 1) == 0;
 
 // Host allocations per step over steps [3, steps - 1) (the first steps record access
 // orders and warm caches; the last one logs).
@@ -89,6 +96,31 @@ TEST(HostAllocations, TheSteadyStateStepAllocatesNothing) {
     c.set(o);
     EXPECT_EQ(allocations_per_step(o, c.name), 0.0) << c.name << ": host allocations per steady-state step";
   }
+}
+
+// oneDNN's matmul primitive (the 16-bit default on AMX): made once per shape, so a call after
+// the first allocates only what oneDNN's execution itself does (its argument map and execution
+// context: a few small blocks), never a primitive or a scratchpad.
+TEST(HostAllocations, OneDnnMatmulAllocatesOnlyPerCall) {
+  ASSERT_TRUE(kPinnedPath);
+  const int64_t M = 64, N = 96, K = 128;
+  std::vector<uint16_t> a(size_t(M * K), 0x3f80), b(size_t(K * N), 0x3f80);  // bf16 ones
+  std::vector<float> c(size_t(M * N), 0.0f);
+  auto call = [&] {
+    return cpu::lowp_gemm(M, N, K, 1.0f, {a.data(), DType::bf16, K, false}, {b.data(), DType::bf16, N, false}, 0.0f,
+                          c.data(), N);
+  };
+  const uint64_t before_first = g_allocations.load();
+  if (!call()) GTEST_SKIP() << "oneDNN has no native bf16 matmul on this CPU";
+  const uint64_t first = g_allocations.load() - before_first, before = g_allocations.load();
+  constexpr int kCalls = 100;
+  for (int i = 0; i < kCalls; ++i) ASSERT_TRUE(call());
+  const double per_call = double(g_allocations.load() - before) / kCalls;
+  std::printf("oneDNN matmul: %llu allocations on the first call, %.2f per later call\n",
+              static_cast<unsigned long long>(first), per_call);
+  EXPECT_LE(per_call, 8.0) << "oneDNN's execution allocates more than its argument map";
+  EXPECT_LT(per_call, double(first)) << "the first call should be the one that makes the primitive";
+  EXPECT_EQ(c[0], float(K));
 }
 
 }  // namespace

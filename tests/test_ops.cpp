@@ -89,6 +89,50 @@ TEST(GemmLowp, NativeWhereTheCpuHasIt) {
   }
 }
 
+// S14: the LM head's backward with bf16 operands and an f32 dout (the logits' gradient). On a
+// native path dout goes in as two bf16 terms, in blocks of 4096 columns (5000 leaves a tail);
+// on the panels it is exact. Either way both products stay within a few units of f32's
+// rounding of the double reference: rounding dout to bf16 once (2^-9) would not.
+TEST(Ops, LinearBackwardWithAnF32DoutKeepsItsPrecision) {
+  const int64_t N = 12, C = 40, OC = 5000;
+  const auto x = randn(size_t(N * C), 51), w = randn(size_t(OC * C), 52, 0.1f), dout = randn(size_t(N * OC), 53, 1e-3f);
+  const auto dw0 = randn(size_t(OC * C), 54, 1e-3f);
+  std::vector<bf16> xh(x.size()), wh(w.size());
+  for (size_t i = 0; i < x.size(); ++i) xh[i] = from_f32<bf16>(x[i]);
+  for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
+  std::vector<double> dx_ref(size_t(N * C), 0.0), dw_ref(dw0.begin(), dw0.end());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t c = 0; c < C; ++c) {
+        dx_ref[size_t(n * C + c)] += double(dout[size_t(n * OC + o)]) * double(to_f32(wh[size_t(o * C + c)]));
+        dw_ref[size_t(o * C + c)] += double(dout[size_t(n * OC + o)]) * double(to_f32(xh[size_t(n * C + c)]));
+      }
+  const std::vector<float> dx_reff(dx_ref.begin(), dx_ref.end()), dw_reff(dw_ref.begin(), dw_ref.end());
+  auto max_abs = [](const std::vector<double>& v) {
+    double m = 0;
+    for (double e : v) m = std::max(m, std::fabs(e));
+    return m;
+  };
+  cpu::CpuBackend be({size_t(256) << 20, 0});
+  for (DType dx_t : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE("dinp " + std::string(dtype_name(dx_t)));
+    std::vector<float> dx(size_t(N * C)), dw = dw0;
+    std::vector<bf16> dxh(dx.size());
+    void* dxp = dx_t == DType::f32 ? static_cast<void*>(dx.data()) : static_cast<void*>(dxh.data());
+    be.matmul_backward({dxp, dx_t, {N, C}}, {dw.data(), DType::f32, {OC, C}}, {},
+                       {const_cast<float*>(dout.data()), DType::f32, {N, OC}}, {xh.data(), DType::bf16, {N, C}},
+                       {wh.data(), DType::bf16, {OC, C}});
+    if (dx_t == DType::bf16)
+      for (size_t i = 0; i < dx.size(); ++i) dx[i] = to_f32(dxh[i]);
+    // Sums that cancel make per-element relative bounds meaningless: the absolute part is
+    // 1e-4 of the largest value (one bf16 rounding of dout misses it by ~20x; the two terms
+    // and the panels are ~100x inside).
+    test::expect_close(dx.data(), dx_reff.data(), dx.size(), 1e-4 * max_abs(dx_ref), dx_t == DType::f32 ? 1e-4 : 8e-3,
+                       "dinp");
+    test::expect_close(dw.data(), dw_reff.data(), dw.size(), 1e-4 * max_abs(dw_ref), 1e-4, "dweight");
+  }
+}
+
 // Naive attention: full T×T softmax per head, in double.
 void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH) {
   const int hd = C / NH;
