@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -115,6 +116,27 @@ std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const 
   return groups;
 }
 
+namespace {
+
+// S17: beside a bf16 master, the parameters without weight decay keep an f32 one. The most
+// elements of those any rank's optimizer groups hold within shard offsets [lo, hi): the plan
+// is every rank's, so its buffers are sized for that rank.
+int64_t most_f32_masters(const PartitionLayout& lay, const StagePolicy& pol, int world, const StateFormat& states,
+                         int64_t lo, int64_t hi) {
+  if (states.master == DType::f32) return 0;
+  int64_t most = 0;
+  for (int r = 0; r < (pol.optimizer_states ? world : 1); ++r) {  // unpartitioned: every rank alike
+    int64_t n = 0;
+    for (const AdamW::Group& g : optimizer_groups(lay, pol, r))
+      if (states.master_of(g.decay) == DType::f32)
+        n += std::max<int64_t>(0, std::min(g.offset + g.count, hi) - std::max(g.offset, lo));
+    most = std::max(most, n);
+  }
+  return most;
+}
+
+}  // namespace
+
 EnginePlan plan_engine(const EnginePlanInput& in) {
   const ZeroOptions& o = in.options;
   check_zero_options(o, in.world);
@@ -157,28 +179,13 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
     if (o.offload_ratio == 1.0) p.host_begin = 0;
   }
   d.adam_moments = 2 * o.states.moment_bytes() * uint64_t(p.device_adam_elements());
-  // S17: beside a bf16 master, the f32 masters of parameters without weight decay in the
-  // device's part, sized for the rank that owns the most of them (the plan is every rank's).
-  int64_t device_f32_masters = 0;
-  if (o.states.master != DType::f32)
-    for (int r = 0; r < in.world; ++r) {
-      std::vector<AdamW::Group> gs = device_groups(optimizer_groups(lay, pol, r), pol, p.host_begin);
-      device_f32_masters = std::max(device_f32_masters, AdamW::place_f32_masters(gs, o.states));
-    }
+  // The device's part of the shard: below host_begin (all of it when the states are not partitioned).
+  const int64_t device_f32_masters = most_f32_masters(
+      lay, pol, in.world, o.states, 0, pol.optimizer_states ? p.host_begin : std::numeric_limits<int64_t>::max());
   // Host chunks fit a staging buffer of f32 gradients, on the layout's alignment (NVMe needs it).
   p.chunk_elements = std::max<int64_t>(lay.align(), int64_t(in.staging_buffer_bytes / 4) / lay.align() * lay.align());
   if (o.offload_optimizer) {
-    // S17: the f32 masters of parameters without weight decay beside a bf16 master, sized for
-    // the rank whose host part holds the most of them (the plan is every rank's).
-    int64_t f32_masters = 0;
-    if (o.states.master != DType::f32)
-      for (int r = 0; r < (pol.optimizer_states ? in.world : 1); ++r) {
-        int64_t n = 0;
-        for (const AdamW::Group& g : optimizer_groups(lay, pol, r))
-          if (!g.decay)
-            n += std::max<int64_t>(0, std::min(g.offset + g.count, int64_t(shard)) - std::max(g.offset, p.host_begin));
-        f32_masters = std::max(f32_masters, n);
-      }
+    const int64_t f32_masters = most_f32_masters(lay, pol, in.world, o.states, p.host_begin, int64_t(shard));
     p.host = host_optimizer_sizes(int64_t(shard) - p.host_begin, in.compute, o.offload_param, o.speculative_step,
                                   o.nvme, p.chunk_elements, in.nvme_block, o.states, f32_masters);
   }
