@@ -41,11 +41,15 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 namespace strata {
 namespace {
 
-// Strata's own paths for 16-bit GEMMs: its AVX512-BF16 kernel where the CPU has one, else the
-// f32 panels. Where oneDNN runs bf16 on AMX the default is its matmul primitive, whose
-// execution allocates its argument map at every call (OneDnnMatmulAllocatesOnlyPerCall, below);
-// the steady-state check is of Strata's own code. Set before anything reads the mode.
-const bool kPinnedPath = setenv("STRATA_LOWP_GEMM", "strata", 1) == 0;
+// The steady-state check is of Strata's own code: where oneDNN runs bf16 on AMX the default
+// 16-bit path is its matmul primitive, whose execution allocates its argument map at every
+// call (OneDnnMatmulAllocatesOnlyPerCall, below), so there the check takes Strata's
+// AVX512-BF16 kernel instead (every AMX CPU has AVX512-BF16). Elsewhere the default path, or
+// the one STRATA_LOWP_GEMM names. Set before anything reads the mode.
+const bool kPinnedPath = [] {
+  if (!std::getenv("STRATA_LOWP_GEMM") && !cpu::lowp_gemm_amx_impl().empty()) setenv("STRATA_LOWP_GEMM", "strata", 1);
+  return true;
+}();
 
 // Host allocations per step over steps [3, steps - 1) (the first steps record access
 // orders and warm caches; the last one logs).
