@@ -139,9 +139,10 @@ int run_model_bench(const ModelBenchOptions& o) {
                      : cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn ? "onednn"
                                                                       : "panels";
   result["gemm_path_16bit"] = path;
-  if (!cpu::lowp_gemm_amx_impl().empty()) result["amx_impl"] = cpu::lowp_gemm_amx_impl();
-  if (!cpu::lowp_gemm_amx_impl().empty() && cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn) {
-    std::printf("16-bit GEMMs: %s (AMX: %s)\n", path, cpu::lowp_gemm_amx_impl().c_str());
+  const std::string amx = cpu::lowp_gemm_amx_impl();
+  if (!amx.empty()) result["amx_impl"] = amx;
+  if (!amx.empty() && cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn) {
+    std::printf("16-bit GEMMs: %s (AMX: %s)\n", path, amx.c_str());
   } else if (cpu::gemm_bf16_supported()) {
     result["bf16_dot_speedup"] = cpu::bf16_dot_speedup();
     std::printf("16-bit GEMMs: %s (AVX512-BF16's dot products at %.2f× the f32 multiply-add rate)\n", path,

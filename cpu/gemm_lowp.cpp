@@ -112,8 +112,9 @@ LowpGemm lowp_gemm_mode() {
     if (s != "auto" && s != "strata")
       throw_error("STRATA_LOWP_GEMM=" + s + " is not a choice", "set it to auto, strata, onednn or off");
     if (s == "strata") return gemm_bf16_supported() ? LowpGemm::strata : LowpGemm::off;
-    // AMX's tiles run the step's GEMMs at ~3.6x the f32 panels (1195 against 332 GFLOP/s on
-    // the Xeon with AMX seen), far beyond what a per-call allocation of oneDNN's costs.
+    // On the Xeon with AMX seen, oneDNN's AMX matmul ran the step's GEMM shapes at 1195 GFLOP/s
+    // against its sgemm's 332 (bench model's bounds), and GPT-2 small's bf16 step went from 386
+    // to 841 tok/s: far beyond what oneDNN's per-call allocation of its argument map costs.
     if (!lowp_gemm_amx_impl().empty()) return LowpGemm::onednn;
     return gemm_bf16_pays() ? LowpGemm::strata : LowpGemm::off;
   }();

@@ -6,7 +6,6 @@
 #include "cpu/gelu8.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
-#include "cpu/omp_threads.h"
 #include "cpu/ops.h"
 #include "cpu/simd.h"
 
@@ -83,28 +82,44 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
 }
 
 // Columns of an f32 dout split into bf16 at a time (the planner's op-scratch bound,
-// src/train/planner.cpp, counts two BT × this many bf16 blocks and one f32 row per thread).
+// src/train/planner.cpp, counts two BT × this many bf16 blocks).
 constexpr int64_t kDoutColumns = 4096;
+
+// hi = bf16(x) and lo = bf16(x − hi) over n elements, in one pass (convert_from_f32's
+// rounding: to nearest even, NaN kept).
+void split_bf16(bf16* hi, bf16* lo, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = simd::load8(x + i);
+    simd::store8(hi + i, v);
+    simd::store8(lo + i, _mm256_sub_ps(v, simd::load8(hi + i)));
+  }
+  for (; i < n; ++i) {
+    hi[i] = from_f32<bf16>(x[i]);
+    lo[i] = from_f32<bf16>(x[i] - to_f32(hi[i]));
+  }
+}
 
 // The backward of a layer whose operands are bf16 but whose output gradient is f32 (the LM
 // head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
-// widen the vocabulary-sized weight and run at the f32 rate: on AMX that was half of GPT-2
-// small's bf16 step. Instead dout is split into two bf16 terms, hi = bf16(dout) and
-// lo = bf16(dout - hi), which carry 16 of its 24 significant bits, and each product runs twice
-// on the native path. Rounding dout to bf16 alone (as PyTorch's autocast does) put single
-// elements of the tiny GPT-2 fixture's position, bias and weight gradients 25-65% off PyTorch's
-// float64 reference, where sums over rows cancel. A block of columns at a time: each block feeds dinp's sum over it and
-// its own rows of dW while it is still in cache. False (nothing written) where no native path takes these operands.
+// widen the vocabulary-sized weight and run both products at the f32 rate: with the other
+// GEMMs on AMX, GPT-2 small's bf16 step ran at 777-841 tok/s that way and at 939-966 this
+// way. dout is split into two bf16 terms, hi = bf16(dout) and lo = bf16(dout − hi), which
+// carry 16 of its 24 significant bits, and each product runs on both. Rounding dout to bf16
+// alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
+// position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums over
+// rows cancel. A block of columns at a time: each block feeds dinp's sum over it and its own
+// rows of dW while it is still in cache. False, with dW untouched, where no native path takes
+// these operands: the caller's f32 panels then compute both products.
 bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                          Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
   if (dout.dtype != DType::f32 || weight.dtype != DType::bf16 || inp.dtype != DType::bf16 ||
       lowp_gemm_mode() == LowpGemm::off)
     return false;
-  const int64_t cols = std::min(OC, kDoutColumns), threads = thread_count();
-  auto* hi = static_cast<bf16*>(ws.get(Scratch::dout16, size_t(2 * N * cols) * 2 + size_t(threads * cols) * 4));
+  const int64_t cols = std::min(OC, kDoutColumns);
+  bf16* hi = ws.get<bf16>(Scratch::dout16, size_t(2 * N * cols));
   bf16* lo = hi + N * cols;
-  float* rest = reinterpret_cast<float*>(lo + N * cols);  // one row per thread: dout - hi
   float* acc =
       dinp.empty() || dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
   const float* g = dout.as<float>();
@@ -114,13 +129,7 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
   for (int64_t v0 = 0; v0 < OC; v0 += cols) {
     const int64_t vc = std::min(cols, OC - v0);
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      float* r = rest + thread_id() * cols;
-      convert_from_f32(hi + n * vc, DType::bf16, g + n * OC + v0, size_t(vc));
-      convert_to_f32(r, hi + n * vc, DType::bf16, size_t(vc));
-      for (int64_t i = 0; i < vc; ++i) r[i] = g[n * OC + v0 + i] - r[i];
-      convert_from_f32(lo + n * vc, DType::bf16, r, size_t(vc));
-    }
+    for (int64_t n = 0; n < N; ++n) split_bf16(hi + n * vc, lo + n * vc, g + n * OC + v0, vc);
     const GemmOperand wv{w + v0 * C, DType::bf16, C, false};
     for (const bf16* part : {hi, lo}) {
       const bool first = v0 == 0 && part == hi;
@@ -130,9 +139,8 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
       // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp
       const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {part, DType::bf16, vc, true}, x, 1.0f,
                                                   LowpOut{dw + v0 * C, DType::f32, C}, ws);
-      if (!did_dw) {  // oneDNN declined a shape (not seen): only the first call may
-        STRATA_CHECK(first && did_dinp == !acc,
-                     "matmul_backward: the native bf16 path took a block of dout and not the next",
+      if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
+        STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
                      "set STRATA_LOWP_GEMM=off, and report this");
         return false;
       }

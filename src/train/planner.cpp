@@ -50,8 +50,7 @@ double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
   const double gemm_c = BT * std::max({widest, qkv, 3 * C});
   const double attention = threads * (2.0 * T * T + 8.0 * T * hd);
-  const double dout_cols = std::min(4096.0, double(m.padded_vocab_size()));
-  const double dout_split = BT * dout_cols + threads * dout_cols;  // hi and lo (2 B each), one f32 row per thread
+  const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size()));  // hi and lo, 2 B each
   return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C + dout_split);
 }
 
