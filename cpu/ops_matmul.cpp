@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cpu/convert.h"
+#include "cpu/dout_split.h"
 #include "cpu/gelu8.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
@@ -82,72 +83,21 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
 }
 
 // Columns of an f32 dout split into bf16 at a time (the planner's op-scratch bound,
-// src/train/planner.cpp, counts two BT × this many bf16 blocks).
+// src/train/planner.cpp, counts two BT × this many bf16 blocks and the sparse lo).
 constexpr int64_t kDoutColumns = 4096;
-
-// 8×8 f32 transpose in registers: r[i] becomes column i.
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  __m256 u[8];
-  for (int i = 0; i < 8; i += 4)
-    for (int j = 0; j < 2; ++j) {
-      u[i + j] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(1, 0, 1, 0));
-      u[i + j + 2] = _mm256_shuffle_ps(t[i + j], t[i + j + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    }
-  // u: 0 = rows 0-3 col 0|4, 2 = col 1|5, 1 = col 2|6, 3 = col 3|7 (and 4-7 for rows 4-7).
-  const int col_of[4] = {0, 2, 1, 3};
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(u[col_of[c]], u[4 + col_of[c]], 0x20);
-    r[c + 4] = _mm256_permute2f128_ps(u[col_of[c]], u[4 + col_of[c]], 0x31);
-  }
-}
-
-// The split of a block of an f32 matrix into two bf16 terms, transposed: for rows n in [0, N)
-// and columns v in [0, vc) of x (row stride ldx), hi[v, n] = bf16(x[n, v]) and
-// lo[v, n] = bf16(x[n, v] − hi) (convert_from_f32's rounding: to nearest even, NaN kept).
-// Transposed because oneDNN's AMX matmul runs dW += doutᵀ·inp ~1.7× faster with doutᵀ stored
-// than with dout stored and read transposed (4096×768×1024 blocks: 1481 against 860 GFLOP/s),
-// while dinp's product loses less by reading it transposed (1096 against 1276).
-void split_bf16_transposed(bf16* hi, bf16* lo, const float* x, int64_t ldx, int64_t N, int64_t vc) {
-  const int64_t N8 = N / 8 * 8, V8 = vc / 8 * 8;
-  // Tiles of 32 rows by 64 columns: each output row gets a whole 64-byte line per tile.
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n0 = 0; n0 < N8; n0 += 32)
-    for (int64_t v0 = 0; v0 < V8; v0 += 64)
-      for (int64_t n = n0; n < std::min(n0 + 32, N8); n += 8)
-        for (int64_t v = v0; v < std::min(v0 + 64, V8); v += 8) {
-          __m256 r[8];
-          for (int i = 0; i < 8; ++i) r[i] = simd::load8(x + (n + i) * ldx + v);
-          transpose8(r);
-          for (int i = 0; i < 8; ++i) {
-            bf16* h = hi + (v + i) * N + n;
-            simd::store8(h, r[i]);
-            simd::store8(lo + (v + i) * N + n, _mm256_sub_ps(r[i], simd::load8(h)));
-          }
-        }
-  for (int64_t n = 0; n < N; ++n)  // the tails: columns past V8 of every row, every column of rows past N8
-    for (int64_t v = n < N8 ? V8 : 0; v < vc; ++v) {
-      const float f = x[n * ldx + v];
-      hi[v * N + n] = from_f32<bf16>(f);
-      lo[v * N + n] = from_f32<bf16>(f - to_f32(hi[v * N + n]));
-    }
-}
 
 // The backward of a layer whose operands are bf16 but whose output gradient is f32 (the LM
 // head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
 // widen the vocabulary-sized weight and run both products at the f32 rate: with the other
 // GEMMs on AMX, GPT-2 small's bf16 step ran at 777-841 tok/s that way and at 939-966 with
-// dout split in two for both products. dout is split into hi = bf16(dout) and
-// lo = bf16(dout − hi), which carry 16 of its 24 significant bits.
-// - dinp runs on both terms: its error flows into every gradient upstream. Rounding dout to
-//   bf16 alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
+// dout split in two for both products. dout is split into hi = bf16(dout) and lo = dout − hi
+// (cpu/dout_split.h).
+// - dinp takes both: its error flows into every gradient upstream. Rounding dout to bf16
+//   alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
 //   position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums
-//   over rows cancel.
-// - dW runs on hi alone: the precision every other layer's dW has in a bf16 step, whose dout
+//   over rows cancel. lo goes in sparse where the gradient has a cross-entropy's shape (a few
+//   large elements per row: f32 rows of W added), else as a second bf16 GEMM.
+// - dW takes hi alone: the precision every other layer's dW has in a bf16 step, whose dout
 //   arrives in bf16, and its error goes nowhere else. (The fixture's wte gradient holds its
 //   tolerance that way; GPT-2 small's step went from ~0.64 to ~0.69 of the bound.)
 // A block of columns at a time: each block feeds dinp's sum over it and its own rows of dW
@@ -160,32 +110,39 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
       lowp_gemm_mode() == LowpGemm::off)
     return false;
   const int64_t cols = std::min(OC, kDoutColumns);
-  bf16* hi = ws.get<bf16>(Scratch::dout16, size_t(2 * N * cols));
+  char* scratch = ws.get<char>(Scratch::dout16, size_t(2 * N * cols) * sizeof(bf16) + sparse_lo_bytes(N));
+  bf16* hi = reinterpret_cast<bf16*>(scratch);
   bf16* lo = hi + N * cols;
+  SparseLo sparse = sparse_lo_in(lo + N * cols, N);
   float* acc =
       dinp.empty() || dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
   const float* g = dout.as<float>();
   const bf16* w = weight.as<bf16>();
   float* dw = dweight.as<float>();
   const GemmOperand x{inp.data, DType::bf16, C, false};
+  if (acc) sparse_lo_thresholds(sparse, g, OC, N, OC);
   for (int64_t v0 = 0; v0 < OC; v0 += cols) {
     const int64_t vc = std::min(cols, OC - v0);
-    split_bf16_transposed(hi, lo, g + v0, OC, N, vc);  // [vc, N] each
+    // [vc, N] each; lo dense only where the sparse entries did not fit (or dinp is not wanted)
+    const bool sparse_lo = acc && split_bf16_transposed(hi, nullptr, &sparse, g + v0, OC, N, vc);
+    if (acc && !sparse_lo) split_bf16_transposed(hi, lo, nullptr, g + v0, OC, N, vc);
+    if (!acc) split_bf16_transposed(hi, nullptr, nullptr, g + v0, OC, N, vc);
     const GemmOperand wv{w + v0 * C, DType::bf16, C, false};
-    for (const bf16* part : {hi, lo}) {
-      const bool first = v0 == 0 && part == hi;
-      // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :]
-      const bool did_dinp = !acc || gemm_native(N, C, vc, 1.0f, {part, DType::bf16, N, true}, wv, first ? 0.0f : 1.0f,
-                                                LowpOut{acc, DType::f32, C}, ws);
-      // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, on hi alone
-      const bool did_dw = did_dinp && (part == lo || gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f,
-                                                                 LowpOut{dw + v0 * C, DType::f32, C}, ws));
-      if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
-        STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
-                     "set STRATA_LOWP_GEMM=off, and report this");
-        return false;
-      }
+    const bool first = v0 == 0;
+    // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :], hi then lo
+    const bool did_dinp = !acc || (gemm_native(N, C, vc, 1.0f, {hi, DType::bf16, N, true}, wv, first ? 0.0f : 1.0f,
+                                               LowpOut{acc, DType::f32, C}, ws) &&
+                                   (sparse_lo || gemm_native(N, C, vc, 1.0f, {lo, DType::bf16, N, true}, wv, 1.0f,
+                                                             LowpOut{acc, DType::f32, C}, ws)));
+    // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, on hi alone
+    const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f,
+                                                LowpOut{dw + v0 * C, DType::f32, C}, ws);
+    if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
+      STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
+                   "set STRATA_LOWP_GEMM=off, and report this");
+      return false;
     }
+    if (sparse_lo) add_sparse_lo(acc, sparse, w + v0 * C, N, C);
   }
   if (acc && acc != dinp.data) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
   return true;

@@ -90,31 +90,28 @@ TEST(GemmLowp, NativeWhereTheCpuHasIt) {
 }
 
 // S14: the LM head's backward with bf16 operands and an f32 dout (the logits' gradient). On a
-// native path dout goes in as two bf16 terms, in blocks of 4096 columns (5003 leaves a tail),
-// and dinp takes both: it stays within a few units of f32's rounding of the double reference,
-// which rounding dout to bf16 once (2^-9) would not. dW takes hi alone (on the panels, dout
-// whole): each element within 2^-8 of the sum of its terms' magnitudes, twice what one bf16
-// rounding of each term can cost, where a wrong element of the split would miss by its size.
-TEST(Ops, LinearBackwardWithAnF32DoutKeepsItsPrecision) {
-  const int64_t N = 12, C = 40, OC = 5003;  // tails: 4 rows past 8, 3 columns past 8
-  const auto x = randn(size_t(N * C), 51), w = randn(size_t(OC * C), 52, 0.1f), dout = randn(size_t(N * OC), 53, 1e-3f);
+// native path dout goes in as hi = bf16(dout) and lo = dout − hi, in blocks of 4096 columns
+// (5003 leaves a tail), and dinp takes both: it stays within a few units of f32's rounding
+// of the double reference, which rounding dout to bf16 once (2^-9) would not. dW takes hi
+// alone (on the panels, dout whole): each element within 2^-8 of the sum of its terms'
+// magnitudes, twice what one bf16 rounding of each term can cost, where a wrong element of
+// the split would miss by its size.
+void check_linear_backward_f32_dout(int64_t N, int64_t C, int64_t OC, const std::vector<float>& dout) {
+  const auto x = randn(size_t(N * C), 51), w = randn(size_t(OC * C), 52, 0.1f);
   const auto dw0 = randn(size_t(OC * C), 54, 1e-3f);
   std::vector<bf16> xh(x.size()), wh(w.size());
   for (size_t i = 0; i < x.size(); ++i) xh[i] = from_f32<bf16>(x[i]);
   for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
   std::vector<double> dx_ref(size_t(N * C), 0.0), dw_ref(dw0.begin(), dw0.end());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < OC; ++o)
-      for (int64_t c = 0; c < C; ++c) {
-        dx_ref[size_t(n * C + c)] += double(dout[size_t(n * OC + o)]) * double(to_f32(wh[size_t(o * C + c)]));
-        dw_ref[size_t(o * C + c)] += double(dout[size_t(n * OC + o)]) * double(to_f32(xh[size_t(n * C + c)]));
-      }
   std::vector<double> dw_mag(dw0.size(), 0.0);  // Σ_n |dout·x| per element of dW
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o)
-      for (int64_t c = 0; c < C; ++c)
-        dw_mag[size_t(o * C + c)] +=
-            std::fabs(double(dout[size_t(n * OC + o)]) * double(to_f32(xh[size_t(n * C + c)])));
+      for (int64_t c = 0; c < C; ++c) {
+        const double d = dout[size_t(n * OC + o)], xv = to_f32(xh[size_t(n * C + c)]);
+        dx_ref[size_t(n * C + c)] += d * double(to_f32(wh[size_t(o * C + c)]));
+        dw_ref[size_t(o * C + c)] += d * xv;
+        dw_mag[size_t(o * C + c)] += std::fabs(d * xv);
+      }
   const std::vector<float> dx_reff(dx_ref.begin(), dx_ref.end());
   auto max_abs = [](const std::vector<double>& v) {
     double m = 0;
@@ -133,8 +130,8 @@ TEST(Ops, LinearBackwardWithAnF32DoutKeepsItsPrecision) {
     if (dx_t == DType::bf16)
       for (size_t i = 0; i < dx.size(); ++i) dx[i] = to_f32(dxh[i]);
     // Sums that cancel make per-element relative bounds meaningless: the absolute part is
-    // 1e-4 of the largest value. Worst errors measured against it: one bf16 rounding of dout
-    // ~10x over; the two terms ~30-50x inside; the panels ~300-700x inside.
+    // 1e-4 of the largest value. Worst errors measured against it (random dout): one bf16
+    // rounding of dout ~10x over; the two terms ~30-50x inside; the panels ~300-700x inside.
     test::expect_close(dx.data(), dx_reff.data(), dx.size(), 1e-4 * max_abs(dx_ref), dx_t == DType::f32 ? 1e-4 : 8e-3,
                        "dinp");
     size_t bad = 0, worst = 0;
@@ -148,6 +145,29 @@ TEST(Ops, LinearBackwardWithAnF32DoutKeepsItsPrecision) {
     EXPECT_EQ(bad, 0u) << "dweight: worst at [" << worst << "]: got " << dw[worst] << ", expected " << dw_ref[worst]
                        << ", |terms| " << dw_mag[worst];
   }
+}
+
+// A dout of no particular shape: lo goes in dense, as a second GEMM.
+TEST(Ops, LinearBackwardWithAnF32DoutKeepsItsPrecision) {
+  const int64_t N = 12, C = 40, OC = 5003;  // tails: 4 rows past 8, 3 columns past 8
+  check_linear_backward_f32_dout(N, C, OC, randn(size_t(N * OC), 53, 1e-3f));
+}
+
+// A cross-entropy's gradient, (softmax − one-hot)/N: lo goes in sparse (cpu/dout_split.h),
+// the target's and the large probabilities' alone.
+TEST(Ops, LinearBackwardWithACrossEntropyDoutKeepsItsPrecision) {
+  const int64_t N = 45, C = 40, OC = 5003;                    // tails: 5 rows past 40
+  std::vector<float> dout = randn(size_t(N * OC), 55, 3.0f);  // logits, then their gradient
+  const auto targets = test::random_tokens(size_t(N), int(OC), 56);
+  for (int64_t n = 0; n < N; ++n) {
+    float* row = dout.data() + n * OC;
+    double most = -1e30, sum = 0;
+    for (int64_t o = 0; o < OC; ++o) most = std::max(most, double(row[o]));
+    for (int64_t o = 0; o < OC; ++o) sum += std::exp(double(row[o]) - most);
+    for (int64_t o = 0; o < OC; ++o)
+      row[o] = float((std::exp(double(row[o]) - most) / sum - (o == targets[size_t(n)] ? 1.0 : 0.0)) / double(N));
+  }
+  check_linear_backward_f32_dout(N, C, OC, dout);
 }
 
 // Naive attention: full T×T softmax per head, in double.

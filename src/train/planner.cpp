@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "cpu/dout_split.h"
 #include "model/model_factory.h"
 #include "zero/comm_volume.h"
 #include "zero/engine_plan.h"
@@ -39,7 +40,8 @@ namespace {
 // Upper bound of the CPU backend's grow-only op scratch (cpu/workspace.h): f32 GEMM panels
 // (A: M × 256, B: 256 × 4096 at most), the f32 accumulator of a 16-bit matmul, the
 // per-thread attention blocks, the norms' per-thread partial sums, and the LM head's f32
-// gradient split into two bf16 terms in blocks of 4096 columns (cpu/ops_matmul.cpp).
+// gradient split into two bf16 terms in blocks of 4096 columns with its sparse lo
+// (cpu/ops_matmul.cpp, cpu/dout_split.h).
 double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double BT = double(B) * T, C = m.n_embd();
   const double widest = m.arch == "llama" ? 2.0 * m.llama.intermediate : 4 * C;  // fc / gate|up
@@ -50,7 +52,8 @@ double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
   const double gemm_c = BT * std::max({widest, qkv, 3 * C});
   const double attention = threads * (2.0 * T * T + 8.0 * T * hd);
-  const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size()));  // hi and lo, 2 B each
+  const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size())) +  // hi and lo, 2 B each
+                            double(cpu::sparse_lo_bytes(int64_t(BT))) / 4;
   return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C + dout_split);
 }
 

@@ -1,0 +1,49 @@
+// An f32 output gradient as bf16 terms for the native 16-bit GEMMs (S14): the LM head's
+// backward (cpu/ops_matmul.cpp) runs on hi = bf16(dout) and lo = dout − hi, where lo carries
+// the bits bf16 drops. Both are written transposed, [columns, rows], which is how oneDNN's
+// AMX matmul reads dW += doutᵀ·inp fastest.
+//
+// lo is wanted only where it is large in absolute terms. A cross-entropy's gradient row,
+// (softmax − one-hot)/rows, has one element near −1/rows and the rest near p/rows: the bits
+// that matter are the target's (rounding p − 1 to bf16 loses p whole) and a few large p's. So
+// lo is first kept sparse: per row, the elements above kSparseLoFraction of the row's largest
+// magnitude, as f32 (exact). A row with more of them than kSparseLoPerRow in a block (a
+// gradient without that shape) sends the block down the dense path: lo in bf16, as a GEMM.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace strata::cpu {
+
+// An element's lo is dropped below this fraction of its row's largest magnitude: each dropped
+// lo is then under 2^-9 · 2^-10 of that magnitude, about what the dense bf16 lo leaves of
+// the largest element itself (2^-18).
+constexpr float kSparseLoFraction = 0x1p-10f;
+constexpr int64_t kSparseLoPerRow = 64;  // per row and block of columns
+
+struct SparseLo {
+  float* threshold;  // [N]: kSparseLoFraction · max |row|
+  int32_t* count;    // [N]
+  int32_t* column;   // [N, kSparseLoPerRow], within the block
+  float* value;      // [N, kSparseLoPerRow]: dout − bf16(dout), exact
+};
+
+// The scratch for N rows: the thresholds, counts and entries, in bytes.
+size_t sparse_lo_bytes(int64_t N);
+SparseLo sparse_lo_in(void* scratch, int64_t N);
+
+// threshold[n] = kSparseLoFraction · max_v |x[n, v]| over the whole row (v < cols).
+void sparse_lo_thresholds(SparseLo& s, const float* x, int64_t ldx, int64_t N, int64_t cols);
+
+// For rows n < N and columns v < vc of x (row stride ldx): hi[v, n] = bf16(x[n, v]) and, with
+// lo, lo[v, n] = bf16(x[n, v] − hi) (convert_from_f32's rounding: to nearest even, NaN kept).
+// With sparse instead, the entries above each row's threshold; false when a row had more than
+// kSparseLoPerRow (the entries are then incomplete).
+bool split_bf16_transposed(bf16* hi, bf16* lo, SparseLo* sparse, const float* x, int64_t ldx, int64_t N, int64_t vc);
+
+// acc[n, :C] += Σ value · w[column, :C] over row n's entries (w: the block's rows, row stride C).
+void add_sparse_lo(float* acc, const SparseLo& s, const bf16* w, int64_t N, int64_t C);
+
+}  // namespace strata::cpu
