@@ -90,19 +90,17 @@ constexpr int64_t kDoutColumns = 4096;
 // head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
 // widen the vocabulary-sized weight and run both products at the f32 rate: with the other
 // GEMMs on AMX, GPT-2 small's bf16 step ran at 777-841 tok/s that way and at 939-966 with
-// dout split in two for both products. dout is split into hi = bf16(dout) and lo = dout − hi
-// (cpu/dout_split.h).
-// - dinp takes both: its error flows into every gradient upstream. Rounding dout to bf16
-//   alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
-//   position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums
-//   over rows cancel. lo goes in sparse where the gradient has a cross-entropy's shape (a few
-//   large elements per row: f32 rows of W added), else as a second bf16 GEMM.
-// - dW takes hi alone: the precision every other layer's dW has in a bf16 step, whose dout
-//   arrives in bf16, and its error goes nowhere else. (The fixture's wte gradient holds its
-//   tolerance that way; GPT-2 small's step went from ~0.64 to ~0.69 of the bound.)
-// A block of columns at a time: each block feeds dinp's sum over it and its own rows of dW
-// while it is still in cache. False, with dW untouched, where no native path takes these
-// operands: the caller's f32 panels then compute both products.
+// dout split in two. dout goes in as hi = bf16(dout) and lo = dout − hi (cpu/dout_split.h),
+// 16 of its 24 significant bits or more, and both products take both: rounding dout to bf16
+// alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
+// position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums
+// over rows cancel, and taking dW on hi alone broke the f32-level agreement of ZeRO stage 3
+// on 2-4 ranks with one rank (Offload.ParametersOnTheHost). For dinp, lo goes in sparse
+// where the gradient has a cross-entropy's shape (a few large elements per row: their rows
+// of W added in f32), else as a second bf16 GEMM. A block of columns at a time: each block
+// feeds dinp's sum over it and its own rows of dW while it is still in cache. False, with
+// dW untouched, where no native path takes these operands: the caller's f32 panels then
+// compute both products.
 bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                          Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
@@ -123,20 +121,20 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
   if (acc) sparse_lo_thresholds(sparse, g, OC, N, OC);
   for (int64_t v0 = 0; v0 < OC; v0 += cols) {
     const int64_t vc = std::min(cols, OC - v0);
-    // [vc, N] each; lo dense only where the sparse entries did not fit (or dinp is not wanted)
-    const bool sparse_lo = acc && split_bf16_transposed(hi, nullptr, &sparse, g + v0, OC, N, vc);
-    if (acc && !sparse_lo) split_bf16_transposed(hi, lo, nullptr, g + v0, OC, N, vc);
-    if (!acc) split_bf16_transposed(hi, nullptr, nullptr, g + v0, OC, N, vc);
+    // [vc, N] each, and lo's large elements per row where they fit
+    const bool sparse_lo = split_bf16_transposed(hi, lo, acc ? &sparse : nullptr, g + v0, OC, N, vc) && acc;
     const GemmOperand wv{w + v0 * C, DType::bf16, C, false};
     const bool first = v0 == 0;
-    // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :], hi then lo
+    // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :], hi then lo (unless sparse, below)
     const bool did_dinp = !acc || (gemm_native(N, C, vc, 1.0f, {hi, DType::bf16, N, true}, wv, first ? 0.0f : 1.0f,
                                                LowpOut{acc, DType::f32, C}, ws) &&
                                    (sparse_lo || gemm_native(N, C, vc, 1.0f, {lo, DType::bf16, N, true}, wv, 1.0f,
                                                              LowpOut{acc, DType::f32, C}, ws)));
-    // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, on hi alone
-    const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f,
-                                                LowpOut{dw + v0 * C, DType::f32, C}, ws);
+    // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, hi then lo
+    const bool did_dw =
+        did_dinp &&
+        gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws) &&
+        gemm_native(vc, C, N, 1.0f, {lo, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws);
     if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
       STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
                    "set STRATA_LOWP_GEMM=off, and report this");
