@@ -4,10 +4,11 @@
 // recomputes the probabilities of one head at a time from Q, K and the saved LSE, so no
 // B×NH×T×T tensor ever exists. Each thread holds one head's T×T block in its scratch.
 // Scores and the softmax are f32; in a bf16 run the two score GEMMs may run on the bf16
-// kernel (scores_native below).
+// kernel (scores_native below), and on AMX every product runs on tiles (on_amx below).
 #include <cmath>
 #include <type_traits>
 
+#include "cpu/attention_amx.h"
 #include "cpu/attention_rows.h"
 #include "cpu/convert.h"
 #include "cpu/gemm.h"
@@ -68,6 +69,13 @@ void scores_bf16(float* S, const A* a, const A* b, int64_t lda, int64_t ldb, int
               LowpOut{S, DType::f32, T}, scratch, 1);
 }
 
+// Where 16-bit GEMMs go to oneDNN's AMX matmul, a bf16 head runs whole on Strata's AMX tiles
+// (cpu/attention_amx.h): oneDNN's matmul takes a non-AMX GEMM for these strided per-head
+// shapes, and sgemm on f32 copies runs at a fraction of the tiles' rate.
+bool on_amx(DType t, int64_t T, int64_t hd) {
+  return t == DType::bf16 && lowp_gemm_mode() == LowpGemm::onednn && attention_amx_fits(T, hd);
+}
+
 // Causality in blocks: query rows [r0, r1) attend to keys [0, r1) only, so every GEMM of a
 // head skips the blocks above the diagonal (5/8 of the full T×T work at T = 4 blocks); the
 // diagonal blocks' upper triangles are the zeros the row functions write.
@@ -85,6 +93,20 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
+  if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16) {
+    const size_t per_thread = attention_amx_forward_floats(T, hd);
+    float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
+    const bf16* x = qkv.as<bf16>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      const bf16* base = x + b * T * 3 * C + h * hd;
+      attention_amx_forward_head(out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + bh * T,
+                                 {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH,
+                                 scratch + per_thread * size_t(thread_id()));
+    }
+    return;
+  }
   const bool native = scores_native(qkv.dtype);
   // Per thread: S/P [T,T], q, k, v, o [T,hd] and the score GEMM's pack scratch.
   const size_t per_thread = size_t(T * T + 4 * T * hd) + score_scratch_floats(native, T, hd);
@@ -126,6 +148,22 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
+  if (on_amx(qkv.dtype, T, hd) && dout.dtype == DType::bf16 && out.dtype == DType::bf16 && dqkv.dtype == DType::bf16) {
+    const size_t per_thread = attention_amx_backward_floats(T, hd);
+    float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
+    const bf16* x = qkv.as<bf16>();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
+      const int64_t b = bh / d.NH, h = bh % d.NH;
+      const bf16* base = x + b * T * 3 * C + h * hd;
+      bf16* dbase = dqkv.as<bf16>() + b * T * 3 * C + h * hd;
+      attention_amx_backward_head(dbase, dbase + C, dbase + 2 * C, 3 * C, dout.as<bf16>() + b * T * C + h * hd,
+                                  out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + bh * T,
+                                  {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH,
+                                  scratch + per_thread * size_t(thread_id()));
+    }
+    return;
+  }
   const bool native = scores_native(qkv.dtype) && dout.dtype == qkv.dtype;
   // Per thread: P and dP [T,T]; q, k, v, o, do, dq, dk, dv [T,hd]; the score GEMMs' scratch.
   const size_t per_thread = size_t(2 * T * T + 8 * T * hd) + score_scratch_floats(native, T, hd);

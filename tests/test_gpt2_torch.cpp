@@ -1,5 +1,5 @@
 // Logits, loss and every parameter gradient against PyTorch (float64 reference written op by
-// op in tests/tools/make_gpt2_fixture.py; fixture committed, CI needs no torch).
+// op in tests/tools/make_gpt2_fixture.py; fixtures committed, CI needs no torch).
 //
 // Tolerances (|got - ref| <= atol + rtol·|ref|):
 //   f32 : logits 1e-5 + 1e-4·|ref|, loss 1e-5 relative, grads 1e-5 + 1e-3·|ref|
@@ -24,8 +24,8 @@ struct Fixture {
   double loss = 0;
 };
 
-Fixture load_fixture() {
-  std::ifstream f(test::source_path("tests/fixtures/gpt2_tiny.bin"), std::ios::binary);
+Fixture load_fixture(const std::string& name) {
+  std::ifstream f(test::source_path("tests/fixtures/" + name), std::ios::binary);
   EXPECT_TRUE(f.good()) << "missing fixture: run tests/tools/make_gpt2_fixture.py";
   int32_t head[10];
   f.read(reinterpret_cast<char*>(head), sizeof head);
@@ -51,9 +51,9 @@ Fixture load_fixture() {
   return x;
 }
 
-void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol, double loss_rtol,
-                         double grad_atol_frac, double grad_rtol) {
-  const Fixture x = load_fixture();
+void run_against_fixture(const std::string& name, DType dtype, double logit_atol_frac, double logit_rtol,
+                         double loss_rtol, double grad_atol_frac, double grad_rtol) {
+  const Fixture x = load_fixture(name);
   cpu::CpuBackend be({size_t(1) << 30, 0});
   GPT2 model(be, x.cfg, x.B, x.T, dtype);
   model.import_llmc_params(x.params);  // the fixture is in llm.c's order
@@ -78,10 +78,20 @@ void run_against_fixture(DType dtype, double logit_atol_frac, double logit_rtol,
   }
 }
 
-TEST(GPT2Torch, F32MatchesPyTorch) { run_against_fixture(DType::f32, 0.0, 1e-4, 1e-5, 0.0, 1e-3); }
+TEST(GPT2Torch, F32MatchesPyTorch) { run_against_fixture("gpt2_tiny.bin", DType::f32, 0.0, 1e-4, 1e-5, 0.0, 1e-3); }
 
 TEST(GPT2Torch, Bf16MatchesPyTorchWithinBf16Tolerance) {
-  run_against_fixture(DType::bf16, 2e-2, 3e-2, 1e-2, 1e-2, 1e-1);
+  run_against_fixture("gpt2_tiny.bin", DType::bf16, 2e-2, 3e-2, 1e-2, 1e-2, 1e-1);
+}
+
+// The same model with one 64-wide head over 64 positions: on a CPU with AMX its bf16
+// attention runs on tiles (cpu/attention_amx.h), probabilities and dS rounded to bf16.
+TEST(GPT2Torch, WholeTileHeadsF32MatchesPyTorch) {
+  run_against_fixture("gpt2_tiny_tiles.bin", DType::f32, 0.0, 1e-4, 1e-5, 0.0, 1e-3);
+}
+
+TEST(GPT2Torch, WholeTileHeadsBf16MatchesPyTorchWithinBf16Tolerance) {
+  run_against_fixture("gpt2_tiny_tiles.bin", DType::bf16, 2e-2, 3e-2, 1e-2, 1e-2, 1e-1);
 }
 
 }  // namespace

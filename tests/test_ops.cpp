@@ -278,12 +278,14 @@ TEST(Attention, CausalBlocksMatchTheWholeTriangle) {
   }
 }
 
-// S14: in bf16 (where Strata's bf16 kernel runs, its two score GEMMs read q, k, dO and v there; the probabilities and
-// dS stay f32) attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
-// rounding of its outputs.
+// S14: in bf16 attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
+// rounding of its outputs. Where Strata's bf16 kernel runs, its two score GEMMs read q, k, dO and v there (the
+// probabilities and dS stay f32); on AMX (heads of T and hd multiples of 32) every product runs on tiles, the
+// probabilities and dS rounded to bf16.
 TEST(Attention, Bf16AgreesWithF32) {
-  for (const int T : {40, 150}) {  // one causal block, and three
-    const int B = 2, C = 64, NH = 2;
+  for (const auto [T, C] : {std::pair{40, 64}, {150, 64}, {96, 64}, {256, 128}}) {  // 1-4 causal blocks; hd 32, 64
+    SCOPED_TRACE("T " + std::to_string(T) + ", C " + std::to_string(C));
+    const int B = 2, NH = 2;
     auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
     for (auto* v : {&qkv, &w})
       for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));

@@ -51,7 +51,7 @@ double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double gemm_b = 256.0 * std::min(4096.0, std::max(widest, double(m.padded_vocab_size())));
   const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
   const double gemm_c = BT * std::max({widest, qkv, 3 * C});
-  const double attention = threads * (2.0 * T * T + 8.0 * T * hd);
+  const double attention = threads * (3.0 * T * T + 8.0 * T * hd);  // the AMX path's, cpu/attention_amx.h, the larger
   const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size())) +  // hi and lo, 2 B each
                             double(cpu::sparse_lo_bytes(int64_t(BT))) / 4;
   return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C + dout_split);

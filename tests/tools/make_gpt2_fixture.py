@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/gpt2_tiny.bin: a tiny GPT-2's parameters, a batch, and the
-reference logits, loss and parameter gradients computed by PyTorch in float64.
+reference logits, loss and parameter gradients computed by PyTorch in float64. With --tiles,
+tests/fixtures/gpt2_tiny_tiles.bin instead: the same model with one 64-wide head (n_embd 64,
+GPT-2's head size) and 64 positions, so that a CPU with AMX runs its attention on tiles (cpu/attention_amx.h
+takes heads whose T and head size are multiples of 32).
 
 The reference forward is written out here op by op (pre-LN GPT-2, learned positions, tied
 embeddings, tanh GELU, LayerNorm eps 1e-5) so it documents the contract Strata matches.
-Run with Debian's torch:  /usr/bin/python3 tests/tools/make_gpt2_fixture.py
+Run with Debian's torch:  /usr/bin/python3 tests/tools/make_gpt2_fixture.py [--tiles]
 CI never runs this; it only reads the committed fixture.
 
 File layout (little-endian):
@@ -72,14 +75,19 @@ def forward(p, tokens, L, NH):
 
 
 def main():
+    tiles = "--tiles" in sys.argv[1:]
     cfg = json.load(open(os.path.join(ROOT, "configs", "gpt2-tiny.json")))
     L, NH, C, V = cfg["n_layer"], cfg["n_head"], cfg["n_embd"], cfg["vocab_size"]
     Vp, maxT = cfg["padded_vocab_size"], cfg["n_positions"]
     B, T = 2, 16
+    std = 0.2
+    if tiles:  # the weights' spread scaled so that activations keep the tiny model's size
+        NH, C, maxT, T = 1, 64, 64, 64
+        std = 0.2 * math.sqrt(cfg["n_embd"] / C)
     g = torch.Generator().manual_seed(1234)
     params = {}
     for name, shape in param_shapes(L, C, Vp, maxT):
-        t = 0.2 * torch.randn(shape, generator=g, dtype=torch.float64)
+        t = std * torch.randn(shape, generator=g, dtype=torch.float64)
         if name in ("ln1w", "ln2w", "lnfw"):
             t = t + 1.0
         # Round to f32 first so Strata (which stores f32) sees exactly these values.
@@ -91,7 +99,7 @@ def main():
     loss = torch.nn.functional.cross_entropy(logits[..., :V].reshape(-1, V), targets.reshape(-1), ignore_index=-1)
     loss.backward()
 
-    out = os.path.join(ROOT, "tests", "fixtures", "gpt2_tiny.bin")
+    out = os.path.join(ROOT, "tests", "fixtures", "gpt2_tiny_tiles.bin" if tiles else "gpt2_tiny.bin")
     with open(out, "wb") as f:
         f.write(struct.pack("<2i", 0x53545231, 1))
         f.write(struct.pack("<8i", L, NH, C, V, Vp, maxT, B, T))
