@@ -283,7 +283,7 @@ TEST(Attention, CausalBlocksMatchTheWholeTriangle) {
 // probabilities and dS stay f32); on AMX (heads of T and hd multiples of 32) every product runs on tiles, the
 // probabilities and dS rounded to bf16.
 TEST(Attention, Bf16AgreesWithF32) {
-  for (const auto [T, C] : {std::pair{40, 64}, {150, 64}, {96, 64}, {256, 128}}) {  // 1-4 causal blocks; hd 32, 64
+  for (const auto& [T, C] : {std::pair{40, 64}, {150, 64}, {96, 64}, {256, 128}}) {  // 1-4 causal blocks; hd 32, 64
     SCOPED_TRACE("T " + std::to_string(T) + ", C " + std::to_string(C));
     const int B = 2, NH = 2;
     auto qkv = randn(size_t(B * T * 3 * C), 21), w = randn(size_t(B * T * C), 22);
