@@ -20,9 +20,9 @@
 
 namespace strata::cpu {
 
-// An element's lo is dropped below this fraction of its row's largest magnitude: each dropped
-// lo is then under 2^-9 · 2^-10 of that magnitude, about what the dense bf16 lo leaves of
-// the largest element itself (2^-18).
+// An element's lo is dropped below this fraction of its row's largest magnitude: a bf16
+// rounding leaves at most 2^-8 of a value, so each dropped lo is under 2^-18 of that largest
+// magnitude, less than the dense bf16 lo leaves of the largest element itself (up to 2^-16).
 constexpr float kSparseLoFraction = 0x1p-10f;
 constexpr int64_t kSparseLoPerRow = 64;  // per row and block of columns
 

@@ -76,6 +76,15 @@ bool on_amx(DType t, int64_t T, int64_t hd) {
   return t == DType::bf16 && lowp_gemm_mode() == LowpGemm::onednn && attention_amx_fits(T, hd);
 }
 
+// f(b, h, scratch) for every (batch, head) on the OpenMP team, each thread with its own
+// per_thread floats of the attention scratch.
+template <typename F>
+void for_each_head(const Dims& d, size_t per_thread, Workspace& ws, F&& f) {
+  float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < d.B * d.NH; ++bh) f(bh / d.NH, bh % d.NH, scratch + per_thread * size_t(thread_id()));
+}
+
 // Causality in blocks: query rows [r0, r1) attend to keys [0, r1) only, so every GEMM of a
 // head skips the blocks above the diagonal (5/8 of the full T×T work at T = 4 blocks); the
 // diagonal blocks' upper triangles are the zeros the row functions write.
@@ -94,17 +103,11 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
   if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16) {
-    const size_t per_thread = attention_amx_forward_floats(T, hd);
-    float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
-    const bf16* x = qkv.as<bf16>();
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-      const int64_t b = bh / d.NH, h = bh % d.NH;
-      const bf16* base = x + b * T * 3 * C + h * hd;
-      attention_amx_forward_head(out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + bh * T,
-                                 {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH,
-                                 scratch + per_thread * size_t(thread_id()));
-    }
+    for_each_head(d, attention_amx_forward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
+      const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
+      attention_amx_forward_head(out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + (b * d.NH + h) * T,
+                                 {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH, scratch);
+    });
     return;
   }
   const bool native = scores_native(qkv.dtype);
@@ -149,19 +152,13 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
   if (on_amx(qkv.dtype, T, hd) && dout.dtype == DType::bf16 && out.dtype == DType::bf16 && dqkv.dtype == DType::bf16) {
-    const size_t per_thread = attention_amx_backward_floats(T, hd);
-    float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
-    const bf16* x = qkv.as<bf16>();
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < d.B * d.NH; ++bh) {
-      const int64_t b = bh / d.NH, h = bh % d.NH;
-      const bf16* base = x + b * T * 3 * C + h * hd;
+    for_each_head(d, attention_amx_backward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
+      const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
       bf16* dbase = dqkv.as<bf16>() + b * T * 3 * C + h * hd;
       attention_amx_backward_head(dbase, dbase + C, dbase + 2 * C, 3 * C, dout.as<bf16>() + b * T * C + h * hd,
-                                  out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + bh * T,
-                                  {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH,
-                                  scratch + per_thread * size_t(thread_id()));
-    }
+                                  out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + (b * d.NH + h) * T,
+                                  {base, base + C, base + 2 * C, 3 * C}, T, hd, drop, b, h, d.NH, scratch);
+    });
     return;
   }
   const bool native = scores_native(qkv.dtype) && dout.dtype == qkv.dtype;

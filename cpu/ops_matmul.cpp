@@ -131,15 +131,17 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
                                    (sparse_lo || gemm_native(N, C, vc, 1.0f, {lo, DType::bf16, N, true}, wv, 1.0f,
                                                              LowpOut{acc, DType::f32, C}, ws)));
     // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, hi then lo
-    const bool did_dw =
-        did_dinp &&
-        gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws) &&
-        gemm_native(vc, C, N, 1.0f, {lo, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws);
+    const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f,
+                                                LowpOut{dw + v0 * C, DType::f32, C}, ws);
     if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
       STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
                    "set STRATA_LOWP_GEMM=off, and report this");
       return false;
     }
+    STRATA_CHECK(
+        gemm_native(vc, C, N, 1.0f, {lo, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws),
+        "matmul_backward: the native bf16 path took dout's hi term and not its lo (the same shape)",
+        "set STRATA_LOWP_GEMM=off, and report this");
     if (sparse_lo) add_sparse_lo(acc, sparse, w + v0 * C, N, C);
   }
   if (acc && acc != dinp.data) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
