@@ -4,7 +4,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -16,18 +15,6 @@ namespace {
 constexpr int64_t kTileK = 32;  // bf16 per A-tile row (64 bytes)
 constexpr int64_t kTileN = 16;  // f32 columns per C tile
 constexpr size_t kTileElems = 16 * 32;
-
-bool cpu_has_amx_bf16() {
-  unsigned a, b, c, d;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-  const bool amx_bf16 = (d >> 22) & 1, amx_tile = (d >> 24) & 1;
-  if (!amx_bf16 || !amx_tile) return false;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-  if (!((c >> 27) & 1)) return false;  // OSXSAVE
-  unsigned lo, hi;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return ((lo >> 17) & 3) == 3;  // XTILECFG and XTILEDATA enabled by the OS
-}
 
 // The 64-byte tile configuration: tiles 0-3 C (16 × 16 f32), 4-5 A (16 × 32 bf16), 6-7 B
 // (16 rows of 32 bf16 pairs).
@@ -44,7 +31,8 @@ struct alignas(64) TileConfig {
 
 bool amx_ready() {
   static const bool ready = [] {
-    if (!cpu_has_amx_bf16()) return false;
+    // libgcc's check includes XCR0 (the OS saves the tile state), as gemm_bf16_supported's does.
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
