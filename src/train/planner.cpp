@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "cpu/attention_amx.h"
 #include "cpu/dout_split.h"
 #include "model/model_factory.h"
 #include "zero/comm_volume.h"
@@ -51,7 +52,9 @@ double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
   const double gemm_b = 256.0 * std::min(4096.0, std::max(widest, double(m.padded_vocab_size())));
   const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
   const double gemm_c = BT * std::max({widest, qkv, 3 * C});
-  const double attention = threads * (3.0 * T * T + 8.0 * T * hd);  // the AMX path's, cpu/attention_amx.h, the larger
+  // The f32 path's blocks (cpu/ops_attention.cpp) or the AMX path's, whichever is larger.
+  const double attention =
+      threads * std::max(2.0 * T * T + 8.0 * T * hd, double(cpu::attention_amx_backward_floats(T, int64_t(hd))));
   const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size())) +  // hi and lo, 2 B each
                             double(cpu::sparse_lo_bytes(int64_t(BT))) / 4;
   return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C + dout_split);
