@@ -8,10 +8,8 @@
 #endif
 
 #include "cpu/convert.h"
-#include "cpu/gelu8.h"
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
-#include "cpu/simd.h"
 
 namespace strata::cpu {
 
@@ -111,9 +109,8 @@ void gelu_forward(TensorView out, TensorView inp) {
   dispatch_act(out.dtype, [&]<typename T_>(T_) {
     T_* y = out.as<T_>();
     const T_* x = inp.as<T_>();
-    parallel_chunks(n, [&](int64_t off, int64_t len) {
-      simd::for_each8(y + off, x + off, size_t(len), [](__m256 v, size_t) { return gelu8(v); });
-    });
+    const auto f = act_rows<T_>().gelu_forward;
+    parallel_chunks(n, [&](int64_t off, int64_t len) { f(y + off, x + off, len); });
   });
 }
 
@@ -125,16 +122,8 @@ void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) {
     T_* dx = dinp.as<T_>();
     const T_* x = inp.as<T_>();
     const T_* dy = dout.as<T_>();
-    parallel_chunks(n, [&](int64_t off, int64_t len) {
-      // dinp may alias dout: each vector is read before it is written.
-      simd::for_each8(dx + off, x + off, size_t(len), [&](__m256 v, size_t i) {
-        const T_* g = dy + off + int64_t(i);
-        if (i + 8 <= size_t(len)) return _mm256_mul_ps(gelu_grad8(v), simd::load8(g));
-        T_ tail[8] = {};  // the last partial vector
-        std::memcpy(tail, g, (size_t(len) - i) * sizeof(T_));
-        return _mm256_mul_ps(gelu_grad8(v), simd::load8(tail));
-      });
-    });
+    const auto f = act_rows<T_>().gelu_backward;  // dinp may alias dout
+    parallel_chunks(n, [&](int64_t off, int64_t len) { f(dx + off, x + off, dy + off, len); });
   });
 }
 

@@ -127,12 +127,14 @@ static const float* rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
     if (t->T == T && t->head_dim == head_dim && t->rope == rope) return t->cs.data();
   const int half = head_dim / 2;
   auto t = std::make_unique<Table>(Table{T, head_dim, rope, std::vector<float>(size_t(T) * size_t(half) * 2)});
+  // Per position p: the half angles' cosines, then their sines (head_dim floats), so that
+  // rope's vectors load each directly.
   for (int i = 0; i < half; ++i) {
     const float inv_freq = kernel_math::rope_inv_freq(i, head_dim, rope);
     for (int64_t p = 0; p < T; ++p) {
       const float a = float(p) * inv_freq;
-      t->cs[size_t(p * half + i) * 2] = std::cos(a);
-      t->cs[size_t(p * half + i) * 2 + 1] = std::sin(a);
+      t->cs[size_t(p * head_dim + i)] = std::cos(a);
+      t->cs[size_t(p * head_dim + half + i)] = std::sin(a);
     }
   }
   tables.push_back(std::move(t));
@@ -151,18 +153,26 @@ void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec&
   const int half = head_dim / 2;
   const float* cs = rope_table(T, head_dim, rope);
   const float sign = inverse ? -1.0f : 1.0f;
+  const __m256 vsign = _mm256_set1_ps(sign);
   dispatch_act(x.dtype, [&]<typename T_>(T_) {
     T_* p = x.as<T_>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < BT; ++n) {
       const int64_t t = n % T;
+      const float *cos = cs + t * head_dim, *sin = cos + half;
       for (int h = first_head; h < first_head + heads; ++h) {
         T_* v = p + n * W + int64_t(h) * head_dim;
-        for (int i = 0; i < half; ++i) {
-          const float c = cs[size_t(t * half + i) * 2], s = sign * cs[size_t(t * half + i) * 2 + 1];
-          const float a = to_f32(v[i]), b = to_f32(v[i + half]);
-          v[i] = from_f32<T_>(a * c - b * s);
-          v[i + half] = from_f32<T_>(b * c + a * s);
+        int i = 0;
+        for (; i + 8 <= half; i += 8) {
+          const __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_mul_ps(vsign, _mm256_loadu_ps(sin + i));
+          const __m256 a = simd::load8(v + i), b = simd::load8(v + i + half);
+          simd::store8(v + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+          simd::store8(v + i + half, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
+        }
+        for (; i < half; ++i) {  // the same arithmetic
+          const float c = cos[i], s = sign * sin[i], a = to_f32(v[i]), b = to_f32(v[i + half]);
+          v[i] = from_f32<T_>(std::fma(a, c, -(b * s)));
+          v[i + half] = from_f32<T_>(std::fma(b, c, a * s));
         }
       }
     }
@@ -205,69 +215,35 @@ void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head
       const T* p = dp + n * Wp;
       std::memcpy(f, p, size_t(n_head * d) * sizeof(T));
       for (int part = 1; part <= 2; ++part)
-        for (int j = 0; j < n_kv_head; ++j)
-          for (int64_t i = 0; i < d; ++i) {
-            float s = 0;
-            for (int64_t r = 0; r < g; ++r) s += to_f32(p[part * n_head * d + (j * g + r) * d + i]);
-            f[n_head * d + (part - 1) * n_kv_head * d + j * d + i] = from_f32<T>(s);
+        for (int j = 0; j < n_kv_head; ++j) {
+          const T* src = p + part * n_head * d + j * g * d;  // query heads j·g .. j·g + g − 1
+          T* dst = f + n_head * d + (part - 1) * n_kv_head * d + j * d;
+          int64_t i = 0;
+          for (; i + 8 <= d; i += 8) {
+            __m256 s = _mm256_setzero_ps();
+            for (int64_t r = 0; r < g; ++r) s = _mm256_add_ps(s, simd::load8(src + r * d + i));
+            simd::store8(dst + i, s);
           }
+          for (; i < d; ++i) {  // the same sums
+            float s = 0;
+            for (int64_t r = 0; r < g; ++r) s += to_f32(src[r * d + i]);
+            dst[i] = from_f32<T>(s);
+          }
+        }
     }
   });
 }
-
-namespace {
-
-// SwiGLU on 8 f32 lanes, with simd::exp8 (libm's scalar expf was most of the op's time).
-inline __m256 sigmoid8(__m256 g) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  return _mm256_div_ps(one, _mm256_add_ps(one, simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
-}
-
-// y = silu(g)·u for 8 elements.
-template <typename T>
-void swiglu8(T* y, const T* g, const T* u) {
-  const __m256 gv = simd::load8(g);
-  simd::store8(y, _mm256_mul_ps(_mm256_mul_ps(gv, sigmoid8(gv)), simd::load8(u)));
-}
-
-// dg = dy·u·s·(1 + g·(1 − s)), du = dy·silu(g) with s = sigmoid(g), for 8 elements.
-template <typename T>
-void swiglu_grad8(T* dg, T* du, const T* g, const T* u, const T* dy) {
-  const __m256 one = _mm256_set1_ps(1.0f), gv = simd::load8(g), dyv = simd::load8(dy);
-  const __m256 s = sigmoid8(gv);
-  simd::store8(dg, _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(dyv, simd::load8(u)), s),
-                                 _mm256_fmadd_ps(gv, _mm256_sub_ps(one, s), one)));
-  simd::store8(du, _mm256_mul_ps(dyv, _mm256_mul_ps(gv, s)));
-}
-
-// A row's last n < 8 elements go through zero-padded copies: the same arithmetic.
-template <typename T>
-void copy_in(T (&dst)[8], const T* src, int64_t n) {
-  std::memset(dst, 0, sizeof dst);
-  std::memcpy(dst, src, size_t(n) * sizeof(T));
-}
-
-}  // namespace
 
 void swiglu_forward(TensorView out, TensorView gate_up) {
   // gate_up [N, 2I] = gate | up  ->  out [N, I] = silu(gate) · up
   const int64_t I = last_dim(out), N = out.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_forward", "gate_up");
   dispatch_act(out.dtype, [&]<typename T>(T) {
-    T* const y0 = out.as<T>();
+    T* const y = out.as<T>();
     const T* const gu = gate_up.as<T>();
+    const auto f = act_rows<T>().swiglu_forward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      T* y = y0 + n * I;
-      const T *g = gu + n * 2 * I, *u = g + I;
-      int64_t i = 0;
-      for (; i + 8 <= I; i += 8) swiglu8(y + i, g + i, u + i);
-      if (i == I) continue;
-      T gt[8], ut[8], yt[8];
-      copy_in(gt, g + i, I - i), copy_in(ut, u + i, I - i);
-      swiglu8(yt, gt, ut);
-      std::memcpy(y + i, yt, size_t(I - i) * sizeof(T));
-    }
+    for (int64_t n = 0; n < N; ++n) f(y + n * I, gu + n * 2 * I, gu + n * 2 * I + I, I);
   });
 }
 
@@ -276,22 +252,13 @@ void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
   expect_numel(gate_up, 2 * N * I, "swiglu_backward", "gate_up");
   expect_numel(dgate_up, 2 * N * I, "swiglu_backward", "dgate_up");
   dispatch_act(dout.dtype, [&]<typename T>(T) {
-    T* const d0 = dgate_up.as<T>();
+    T* const d = dgate_up.as<T>();
     const T* const gu = gate_up.as<T>();
-    const T* const dy0 = dout.as<T>();
+    const T* const dy = dout.as<T>();
+    const auto f = act_rows<T>().swiglu_backward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) {
-      T *dg = d0 + n * 2 * I, *du = dg + I;
-      const T *g = gu + n * 2 * I, *u = g + I, *dy = dy0 + n * I;
-      int64_t i = 0;
-      for (; i + 8 <= I; i += 8) swiglu_grad8(dg + i, du + i, g + i, u + i, dy + i);
-      if (i == I) continue;
-      T gt[8], ut[8], dyt[8], dgt[8], dut[8];
-      copy_in(gt, g + i, I - i), copy_in(ut, u + i, I - i), copy_in(dyt, dy + i, I - i);
-      swiglu_grad8(dgt, dut, gt, ut, dyt);
-      std::memcpy(dg + i, dgt, size_t(I - i) * sizeof(T));
-      std::memcpy(du + i, dut, size_t(I - i) * sizeof(T));
-    }
+    for (int64_t n = 0; n < N; ++n)
+      f(d + n * 2 * I, d + n * 2 * I + I, gu + n * 2 * I, gu + n * 2 * I + I, dy + n * I, I);
   });
 }
 

@@ -40,6 +40,16 @@ template const NormRows<float>& norm_rows<float>(OpsIsa);
 template const NormRows<bf16>& norm_rows<bf16>(OpsIsa);
 template const NormRows<f16>& norm_rows<f16>(OpsIsa);
 
+template <typename T>
+const ActRows<T>& act_rows(OpsIsa isa) {
+  static const ActRows<T> avx2 = act_rows_avx2<T>();
+  static const ActRows<T> avx512 = ops_isa_supported(OpsIsa::avx512) ? act_rows_avx512<T>() : avx2;
+  return isa == OpsIsa::avx512 && ops_isa_supported(OpsIsa::avx512) ? avx512 : avx2;
+}
+template const ActRows<float>& act_rows<float>(OpsIsa);
+template const ActRows<bf16>& act_rows<bf16>(OpsIsa);
+template const ActRows<f16>& act_rows<f16>(OpsIsa);
+
 SoftmaxCeRow softmax_ce_row(OpsIsa isa) {
   return isa == OpsIsa::avx512 && ops_isa_supported(OpsIsa::avx512) ? softmax_ce_row_avx512() : softmax_ce_row_avx2();
 }

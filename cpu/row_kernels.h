@@ -1,6 +1,7 @@
-// The row kernels of the norms and the loss (S14): LayerNorm and RMSNorm forward and backward
-// rows in f32, bf16 or f16, and the softmax cross-entropy row, each written once over a
-// vector type (row_kernels_impl.h) and built twice — AVX2 (8 lanes, every CPU Strata runs
+// The row kernels of the norms, the loss and the activations (S14): LayerNorm and RMSNorm
+// forward and backward rows in f32, bf16 or f16, the softmax cross-entropy row, and the GELU
+// and SwiGLU, each written once over a vector type (row_kernels_impl.h, act_kernels_impl.h)
+// and built twice — AVX2 (8 lanes, every CPU Strata runs
 // on) and AVX-512 (16 lanes) — with the set chosen at run time, as the Adam kernels are.
 // Statistics are f32 (the loss's sum and log in double, as before); tails past the last
 // full vector take the same formula in scalar code.
@@ -40,6 +41,24 @@ const NormRows<T>& norm_rows() {
   return norm_rows<T>(ops_isa());
 }
 
+// The activations over n elements (any n; the last partial vector through padded copies), the
+// same bits on every ISA. dx may be dy, and dg/du may be dy: each vector is read before it is
+// written.
+template <typename T>
+struct ActRows {
+  void (*gelu_forward)(T* y, const T* x, int64_t n);                 // GPT-2's tanh GELU
+  void (*gelu_backward)(T* dx, const T* x, const T* dy, int64_t n);  // dx = gelu'(x)·dy
+  void (*swiglu_forward)(T* y, const T* g, const T* u, int64_t n);   // y = silu(g)·u
+  void (*swiglu_backward)(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t n);
+};
+
+template <typename T>
+const ActRows<T>& act_rows(OpsIsa isa);
+template <typename T>
+const ActRows<T>& act_rows() {
+  return act_rows<T>(ops_isa());
+}
+
 // One row of logits [0, vocab) (f32, in place) → its gradient dloss·(softmax − onehot(target));
 // returns the row's loss, lse − logit[target].
 using SoftmaxCeRow = double (*)(float* row, int64_t vocab, int32_t target, float dloss);
@@ -52,5 +71,9 @@ template <typename T>
 NormRows<T> norm_rows_avx512();
 SoftmaxCeRow softmax_ce_row_avx2();
 SoftmaxCeRow softmax_ce_row_avx512();
+template <typename T>
+ActRows<T> act_rows_avx2();
+template <typename T>
+ActRows<T> act_rows_avx512();
 
 }  // namespace strata::cpu

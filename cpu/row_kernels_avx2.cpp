@@ -1,4 +1,5 @@
 // row_kernels_impl.h on AVX2: 8 f32 lanes (simd.h's loads, stores and exp).
+#include "cpu/act_kernels_impl.h"
 #include "cpu/row_kernels_impl.h"
 #include "cpu/simd.h"
 
@@ -24,6 +25,9 @@ struct Avx2 {
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
   static float sum(F a) { return simd::hsum8(a); }
   static float hmax(F a) { return simd::hmax8(a); }
   static F exp(F a) { return simd::exp8(a); }
@@ -40,5 +44,13 @@ template NormRows<bf16> norm_rows_avx2<bf16>();
 template NormRows<f16> norm_rows_avx2<f16>();
 
 SoftmaxCeRow softmax_ce_row_avx2() { return row_impl::softmax_ce<Avx2>; }
+
+template <typename T>
+ActRows<T> act_rows_avx2() {
+  return act_impl::act_rows<Avx2, T>();
+}
+template ActRows<float> act_rows_avx2<float>();
+template ActRows<bf16> act_rows_avx2<bf16>();
+template ActRows<f16> act_rows_avx2<f16>();
 
 }  // namespace strata::cpu

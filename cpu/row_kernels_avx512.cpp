@@ -1,5 +1,6 @@
 // row_kernels_impl.h on AVX-512: 16 f32 lanes (simd512.h's loads, stores and exp). Built for
 // AVX-512 F/BW/VL and entered only where ops_isa_supported(OpsIsa::avx512).
+#include "cpu/act_kernels_impl.h"
 #include "cpu/row_kernels_impl.h"
 #include "cpu/simd512.h"
 
@@ -25,6 +26,9 @@ struct Avx512 {
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
   static float sum(F a) { return _mm512_reduce_add_ps(a); }
   static float hmax(F a) { return _mm512_reduce_max_ps(a); }
   static F exp(F a) { return simd512::exp16(a); }
@@ -41,5 +45,13 @@ template NormRows<bf16> norm_rows_avx512<bf16>();
 template NormRows<f16> norm_rows_avx512<f16>();
 
 SoftmaxCeRow softmax_ce_row_avx512() { return row_impl::softmax_ce<Avx512>; }
+
+template <typename T>
+ActRows<T> act_rows_avx512() {
+  return act_impl::act_rows<Avx512, T>();
+}
+template ActRows<float> act_rows_avx512<float>();
+template ActRows<bf16> act_rows_avx512<bf16>();
+template ActRows<f16> act_rows_avx512<f16>();
 
 }  // namespace strata::cpu

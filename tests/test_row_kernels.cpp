@@ -1,10 +1,12 @@
-// The norms' and the loss's row kernels (cpu/row_kernels.h, S14) on every ISA this CPU has,
-// against double references: LayerNorm and RMSNorm forward and backward in f32, bf16 and f16
-// at widths that leave every tail length, and the softmax cross-entropy row. The AVX-512 set
+// The norms', the loss's and the activations' row kernels (cpu/row_kernels.h, S14) on every
+// ISA this CPU has, against double references: LayerNorm and RMSNorm forward and backward in
+// f32, bf16 and f16 at widths that leave every tail length, the softmax cross-entropy row, and
+// the GELU and SwiGLU. The AVX-512 set
 // is skipped (with the reason) on a CPU without it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/dtype.h"
@@ -38,6 +40,8 @@ class RowKernels : public ::testing::TestWithParam<OpsIsa> {
   }
   template <typename T>
   void norms(double tol);
+  template <typename T>
+  void activations(double tol);
 };
 
 // Tolerance: one rounding of the output type (f32: accumulated f32 error).
@@ -117,6 +121,55 @@ void RowKernels::norms(double tol) {
 TEST_P(RowKernels, NormsF32) { norms<float>(2e-5); }
 TEST_P(RowKernels, NormsBf16) { norms<bf16>(1.0 / 128); }
 TEST_P(RowKernels, NormsF16) { norms<f16>(1.0 / 1024); }
+
+// The GELU and SwiGLU against double references (tolerance: one rounding of T), at lengths
+// that leave every tail; and the AVX2 set's bits on every ISA, because the f32 path's fused
+// matmul + GELU (gelu8.h) and the 16-bit path's separate GELU must agree.
+template <typename T>
+void RowKernels::activations(double tol) {
+  const auto& k = cpu::act_rows<T>(GetParam());
+  const auto& avx2 = cpu::act_rows<T>(OpsIsa::avx2);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 37, 768}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const size_t N = size_t(n);
+    const auto x = as<T>(randn(N, 11, 3.0f)), u = as<T>(randn(N, 12)), dy = as<T>(randn(N, 13));
+    const auto xf = widen(x), uf = widen(u), dyf = widen(dy);
+    std::vector<float> gelu(N), dgelu(N), silu(N), dg(N), du(N);
+    for (size_t i = 0; i < N; ++i) {
+      const double v = xf[i], c = 0.7978845608028654, a = 0.044715, th = std::tanh(c * (v + a * v * v * v));
+      gelu[i] = float(0.5 * v * (1 + th));
+      dgelu[i] = float((0.5 * (1 + th) + 0.5 * v * (1 - th * th) * c * (1 + 3 * a * v * v)) * dyf[i]);
+      const double s = 1 / (1 + std::exp(-v));
+      silu[i] = float(v * s * uf[i]);
+      dg[i] = float(dyf[i] * uf[i] * s * (1 + v * (1 - s)));
+      du[i] = float(dyf[i] * v * s);
+    }
+    std::vector<T> y(N), y2(N), d1(N), d2(N), d1b(N), d2b(N);
+    k.gelu_forward(y.data(), x.data(), n);
+    test::expect_close(widen(y).data(), gelu.data(), N, tol, tol, "gelu");
+    avx2.gelu_forward(y2.data(), x.data(), n);
+    EXPECT_EQ(std::memcmp(y.data(), y2.data(), N * sizeof(T)), 0) << "gelu: not the AVX2 set's bits";
+    d1 = dy;  // in place: dx is dy
+    k.gelu_backward(d1.data(), x.data(), d1.data(), n);
+    test::expect_close(widen(d1).data(), dgelu.data(), N, tol, tol, "gelu backward");
+    avx2.gelu_backward(d2.data(), x.data(), dy.data(), n);
+    EXPECT_EQ(std::memcmp(d1.data(), d2.data(), N * sizeof(T)), 0) << "gelu backward: not the AVX2 set's bits";
+    k.swiglu_forward(y.data(), x.data(), u.data(), n);
+    test::expect_close(widen(y).data(), silu.data(), N, tol, tol, "swiglu");
+    avx2.swiglu_forward(y2.data(), x.data(), u.data(), n);
+    EXPECT_EQ(std::memcmp(y.data(), y2.data(), N * sizeof(T)), 0) << "swiglu: not the AVX2 set's bits";
+    k.swiglu_backward(d1.data(), d2.data(), x.data(), u.data(), dy.data(), n);
+    test::expect_close(widen(d1).data(), dg.data(), N, tol, tol, "swiglu dgate");
+    test::expect_close(widen(d2).data(), du.data(), N, tol, tol, "swiglu dup");
+    avx2.swiglu_backward(d1b.data(), d2b.data(), x.data(), u.data(), dy.data(), n);
+    EXPECT_EQ(std::memcmp(d1.data(), d1b.data(), N * sizeof(T)), 0) << "swiglu dgate: not the AVX2 set's bits";
+    EXPECT_EQ(std::memcmp(d2.data(), d2b.data(), N * sizeof(T)), 0) << "swiglu dup: not the AVX2 set's bits";
+  }
+}
+
+TEST_P(RowKernels, ActivationsF32) { activations<float>(2e-5); }  // tanh as 1 − 2/(e + 1)
+TEST_P(RowKernels, ActivationsBf16) { activations<bf16>(1.0 / 128); }
+TEST_P(RowKernels, ActivationsF16) { activations<f16>(1.0 / 1024); }
 
 TEST_P(RowKernels, SoftmaxCrossEntropyRow) {
   const auto ce = cpu::softmax_ce_row(GetParam());
