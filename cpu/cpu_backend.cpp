@@ -1,5 +1,6 @@
 #include "cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -98,9 +99,16 @@ void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s)
 void CpuBackend::fill_zero(void* dst, size_t bytes, Stream& s) {
   if (bytes == 0) return;
   DeviceOp op;
-  op.run = [](const DeviceOp& o) { std::memset(host_address(o.p[0]), 0, size_t(o.i[0])); };
+  // On the compute stream (the caller's thread) in parallel chunks: one thread's memset of a
+  // model's gradients (0.5 GB) took 52 ms here, two threads' 32 ms. On a worker stream serially.
+  op.run = [](const DeviceOp& o) {
+    char* p = static_cast<char*>(host_address(o.p[0]));
+    const int64_t n = o.i[0], chunk = int64_t(1) << 20, chunks = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (o.i[1] != 0 && chunks > 4)
+    for (int64_t c = 0; c < chunks; ++c) std::memset(p + c * chunk, 0, size_t(std::min(chunk, n - c * chunk)));
+  };
   op.p[0] = dst;
-  op.i[0] = int64_t(bytes);
+  op.i[0] = int64_t(bytes), op.i[1] = &s == &compute_;
   run(s, op);
 }
 
