@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cpu/convert.h"
 #include "cpu/simd.h"
@@ -110,17 +113,39 @@ bool split_bf16_transposed(bf16* hi, bf16* lo, SparseLo* sparse, const float* x,
   return fits;
 }
 
+namespace {
+
+// a[:C] += f · b[:C]
+inline void axpy_row(float* a, float f, const bf16* b, int64_t C) {
+  const __m256 vf = _mm256_set1_ps(f);
+  int64_t c = 0;
+  for (; c + 8 <= C; c += 8) simd::store8(a + c, _mm256_fmadd_ps(vf, simd::load8(b + c), simd::load8(a + c)));
+  for (; c < C; ++c) a[c] = std::fma(f, to_f32(b[c]), a[c]);
+}
+
+}  // namespace
+
 void add_sparse_lo(float* acc, const SparseLo& s, const bf16* w, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    float* a = acc + n * C;
-    for (int32_t k = 0; k < s.count[n]; ++k) {
-      const bf16* wr = w + int64_t(s.column[n * kSparseLoPerRow + k]) * C;
-      const __m256 f = _mm256_set1_ps(s.value[n * kSparseLoPerRow + k]);
-      int64_t c = 0;
-      for (; c + 8 <= C; c += 8) simd::store8(a + c, _mm256_fmadd_ps(f, simd::load8(wr + c), simd::load8(a + c)));
-      for (; c < C; ++c) a[c] += s.value[n * kSparseLoPerRow + k] * to_f32(wr[c]);
-    }
+  for (int64_t n = 0; n < N; ++n)
+    for (int32_t k = 0; k < s.count[n]; ++k)
+      axpy_row(acc + n * C, s.value[n * kSparseLoPerRow + k], w + int64_t(s.column[n * kSparseLoPerRow + k]) * C, C);
+}
+
+void add_sparse_lo_dw(float* dw, const SparseLo& s, const bf16* x, int64_t N, int64_t C, int64_t vc) {
+#pragma omp parallel
+  {
+#ifdef _OPENMP
+    const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+#else
+    const int64_t t = 0, threads = 1;
+#endif
+    const int64_t v0 = vc * t / threads, v1 = vc * (t + 1) / threads;
+    for (int64_t n = 0; n < N; ++n)
+      for (int32_t k = 0; k < s.count[n]; ++k) {
+        const int64_t v = s.column[n * kSparseLoPerRow + k];
+        if (v >= v0 && v < v1) axpy_row(dw + v * C, s.value[n * kSparseLoPerRow + k], x + n * C, C);
+      }
   }
 }
 

@@ -5,13 +5,14 @@
 // with dout stored and read transposed; dinp's product reads it transposed at 1096 against
 // 1276).
 //
-// For dinp, lo is wanted only where it is large in absolute terms. A cross-entropy's gradient
+// lo is wanted only where it is large in absolute terms. A cross-entropy's gradient
 // row, (softmax − one-hot)/rows, has one element near −1/rows and the rest near p/rows: the
 // bits that matter are the target's (rounding p − 1 to bf16 loses p whole) and a few large
 // p's. So lo is also kept sparse: per row, the elements above kSparseLoFraction of the row's
-// largest magnitude, in f32 (exact), and dinp adds their rows of W instead of a second GEMM.
-// A row with more of them than kSparseLoPerRow in a block (a gradient without that shape)
-// sends the block's dinp down the dense path: lo in bf16, as a GEMM.
+// largest magnitude, in f32 (exact): dinp adds their rows of W, and dW their rows of the
+// input, instead of two more GEMMs (then lo is never written). A row with more of them than
+// kSparseLoPerRow in a block (a gradient without that shape) sends the block down the dense
+// path: lo in bf16, as the second GEMM of each product.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,5 +49,10 @@ bool split_bf16_transposed(bf16* hi, bf16* lo, SparseLo* sparse, const float* x,
 
 // acc[n, :C] += Σ value · w[column, :C] over row n's entries (w: the block's rows, row stride C).
 void add_sparse_lo(float* acc, const SparseLo& s, const bf16* w, int64_t N, int64_t C);
+
+// dw[column, :C] += value · x[n, :C] for every entry of every row n (dw: the block's vc rows of
+// dW, row stride C). Each thread owns a range of columns and takes the entries in row order,
+// so every row of dW sums in the same order at any thread count.
+void add_sparse_lo_dw(float* dw, const SparseLo& s, const bf16* x, int64_t N, int64_t C, int64_t vc);
 
 }  // namespace strata::cpu

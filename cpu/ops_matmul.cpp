@@ -95,12 +95,14 @@ constexpr int64_t kDoutColumns = 4096;
 // alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
 // position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums
 // over rows cancel, and taking dW on hi alone broke the f32-level agreement of ZeRO stage 3
-// on 2-4 ranks with one rank (Offload.ParametersOnTheHost). For dinp, lo goes in sparse
-// where the gradient has a cross-entropy's shape (a few large elements per row: their rows
-// of W added in f32), else as a second bf16 GEMM. A block of columns at a time: each block
-// feeds dinp's sum over it and its own rows of dW while it is still in cache. False, with
-// dW untouched, where no native path takes these operands: the caller's f32 panels then
-// compute both products.
+// on 2-4 ranks with one rank (Offload.ParametersOnTheHost). lo goes in sparse where the
+// gradient has a cross-entropy's shape (a few large elements per row, in f32: dinp adds their
+// rows of W, dW their rows of the input), else as the second bf16 GEMM of each product (the
+// dense lo's dW GEMM alone adds 79 GFLOP to GPT-2 small's 788 a step). Each dropped lo is
+// under 2^-18 of its row's largest element (dout_split.h), and the sparse dW keeps stage 3's
+// agreement across rank counts. A block of columns at a time: each block feeds dinp's sum over it
+// and its own rows of dW while it is still in cache. False, with dW untouched, where no
+// native path takes these operands: the caller's f32 panels then compute both products.
 bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                          Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
@@ -116,33 +118,38 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
       dinp.empty() || dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
   const float* g = dout.as<float>();
   const bf16* w = weight.as<bf16>();
+  const bf16* x = inp.as<bf16>();
   float* dw = dweight.as<float>();
-  const GemmOperand x{inp.data, DType::bf16, C, false};
-  if (acc) sparse_lo_thresholds(sparse, g, OC, N, OC);
+  sparse_lo_thresholds(sparse, g, OC, N, OC);
   for (int64_t v0 = 0; v0 < OC; v0 += cols) {
     const int64_t vc = std::min(cols, OC - v0);
-    // [vc, N] each, and lo's large elements per row where they fit
-    const bool sparse_lo = split_bf16_transposed(hi, lo, acc ? &sparse : nullptr, g + v0, OC, N, vc) && acc;
-    const GemmOperand wv{w + v0 * C, DType::bf16, C, false};
+    // hi [vc, N] and lo's large elements per row; lo [vc, N] dense only where they do not fit
+    const bool sparse_lo = split_bf16_transposed(hi, nullptr, &sparse, g + v0, OC, N, vc);
+    if (!sparse_lo) split_bf16_transposed(hi, lo, nullptr, g + v0, OC, N, vc);
+    const GemmOperand wv{w + v0 * C, DType::bf16, C, false}, xo{x, DType::bf16, C, false};
     const bool first = v0 == 0;
-    // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :], hi then lo (unless sparse, below)
+    // dinp[N,C] (+)= dout[:, v0:v0+vc] · W[v0:v0+vc, :], hi then lo
     const bool did_dinp = !acc || (gemm_native(N, C, vc, 1.0f, {hi, DType::bf16, N, true}, wv, first ? 0.0f : 1.0f,
                                                LowpOut{acc, DType::f32, C}, ws) &&
                                    (sparse_lo || gemm_native(N, C, vc, 1.0f, {lo, DType::bf16, N, true}, wv, 1.0f,
                                                              LowpOut{acc, DType::f32, C}, ws)));
     // dW[v0:v0+vc, :] += dout[:, v0:v0+vc]ᵀ · inp, hi then lo
-    const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, x, 1.0f,
+    const bool did_dw = did_dinp && gemm_native(vc, C, N, 1.0f, {hi, DType::bf16, N, false}, xo, 1.0f,
                                                 LowpOut{dw + v0 * C, DType::f32, C}, ws);
     if (!did_dw) {  // oneDNN declined a shape (not seen): the panels can take over only before dW was touched
       STRATA_CHECK(first, "matmul_backward: the native bf16 path took a block of dout and not the next",
                    "set STRATA_LOWP_GEMM=off, and report this");
       return false;
     }
-    STRATA_CHECK(
-        gemm_native(vc, C, N, 1.0f, {lo, DType::bf16, N, false}, x, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws),
-        "matmul_backward: the native bf16 path took dout's hi term and not its lo (the same shape)",
-        "set STRATA_LOWP_GEMM=off, and report this");
-    if (sparse_lo) add_sparse_lo(acc, sparse, w + v0 * C, N, C);
+    if (sparse_lo) {
+      if (acc) add_sparse_lo(acc, sparse, w + v0 * C, N, C);
+      add_sparse_lo_dw(dw + v0 * C, sparse, x, N, C, vc);
+    } else {
+      STRATA_CHECK(
+          gemm_native(vc, C, N, 1.0f, {lo, DType::bf16, N, false}, xo, 1.0f, LowpOut{dw + v0 * C, DType::f32, C}, ws),
+          "matmul_backward: the native bf16 path took dout's hi term and not its lo (the same shape)",
+          "set STRATA_LOWP_GEMM=off, and report this");
+    }
   }
   if (acc && acc != dinp.data) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
   return true;
