@@ -1,6 +1,9 @@
 #include "cpu/cpu_backend.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,17 +99,39 @@ void CpuBackend::copy_async(void* dst, const void* src, size_t bytes, Stream& s)
 
 // ---- engine ops: arguments travel by value in a DeviceOp, translated when they run ----
 
+namespace {
+
+// Zeroes n bytes, in parallel 1 MiB chunks where `parallel`. From 16 MiB (past the L2s) with
+// non-temporal stores: a fill that large leaves the cache before it is read again, and a plain
+// store reads each line before writing it. A model's gradients (0.5 GB) on two threads: 52 ms
+// with one memset, 28 ms with memsets per chunk, 12 ms streamed.
+void zero_bytes(char* p, int64_t n, bool parallel) {
+  constexpr int64_t kChunk = int64_t(1) << 20, kStreamFrom = int64_t(16) << 20;
+  if (n < kStreamFrom) {
+    std::memset(p, 0, size_t(n));
+    return;
+  }
+  const int64_t head = int64_t((32 - (reinterpret_cast<uintptr_t>(p) & 31)) & 31);
+  std::memset(p, 0, size_t(head));
+  p += head, n -= head;
+  const int64_t body = n & ~int64_t(31), chunks = (body + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const __m256i zero = _mm256_setzero_si256();
+    for (int64_t i = c * kChunk; i < std::min(body, (c + 1) * kChunk); i += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p + i), zero);
+    _mm_sfence();  // this thread's streamed stores, before the loop's barrier
+  }
+  std::memset(p + body, 0, size_t(n - body));
+}
+
+}  // namespace
+
 void CpuBackend::fill_zero(void* dst, size_t bytes, Stream& s) {
   if (bytes == 0) return;
   DeviceOp op;
-  // On the compute stream (the caller's thread) in parallel chunks: one thread's memset of a
-  // model's gradients (0.5 GB) took 52 ms here, two threads' 32 ms. On a worker stream serially.
-  op.run = [](const DeviceOp& o) {
-    char* p = static_cast<char*>(host_address(o.p[0]));
-    const int64_t n = o.i[0], chunk = int64_t(1) << 20, chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (o.i[1] != 0 && chunks > 4)
-    for (int64_t c = 0; c < chunks; ++c) std::memset(p + c * chunk, 0, size_t(std::min(chunk, n - c * chunk)));
-  };
+  // On the compute stream (the caller's thread) in parallel; on a worker stream serially.
+  op.run = [](const DeviceOp& o) { zero_bytes(static_cast<char*>(host_address(o.p[0])), o.i[0], o.i[1] != 0); };
   op.p[0] = dst;
   op.i[0] = int64_t(bytes), op.i[1] = &s == &compute_;
   run(s, op);

@@ -62,6 +62,29 @@ TEST(Stream, RunsWorkInOrderOnItsOwnThread) {
   EXPECT_NE(worker, std::this_thread::get_id());
 }
 
+// fill_zero at every size class: small (memset), and past 16 MiB (streamed stores in
+// parallel chunks, with an unaligned head and a tail), on the compute stream and on a worker
+// stream; the bytes around the range stay as they were.
+TEST(Stream, FillZeroClearsExactlyItsRange) {
+  cpu::CpuBackend be({size_t(64) << 20, 2});
+  auto worker = be.make_stream("copy");
+  Buffer b = be.allocate(size_t(40) << 20, "fill");
+  auto* p = b.as<unsigned char>();
+  for (const size_t bytes : {size_t(1), size_t(100), (size_t(20) << 20) + 7, (size_t(33) << 20) + 29})
+    for (Stream* s : {&be.compute_stream(), worker.get()}) {
+      SCOPED_TRACE(std::to_string(bytes) + " bytes on " + s->name());
+      std::memset(p, 0xab, b.bytes());
+      be.fill_zero(p + 3, bytes, *s);
+      s->synchronize();
+      EXPECT_EQ(p[0], 0xab);
+      EXPECT_EQ(p[2], 0xab);
+      EXPECT_EQ(p[3 + bytes], 0xab);
+      size_t nonzero = 0;
+      for (size_t i = 3; i < 3 + bytes; ++i) nonzero += p[i] != 0;
+      EXPECT_EQ(nonzero, 0u);
+    }
+}
+
 // A copy enqueued on a stream must make progress while the caller computes: the stream
 // work below can only finish because the caller is free to release it.
 TEST(Stream, CopiesOverlapTheCallersCompute) {
