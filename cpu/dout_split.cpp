@@ -74,10 +74,17 @@ bool split_bf16_transposed(bf16* hi, bf16* lo, SparseLo* sparse, const float* x,
   bool fits = true;
   // Tiles of 32 rows, each tile's rows owned by one thread (their entries are appended in
   // column order); within a tile, 64 columns at a time, so each output row gets whole
-  // 64-byte lines.
+  // 64-byte lines. The tile's 32 rows are read as 32 streams, more than the hardware's
+  // prefetcher followed: prefetching each 4 blocks ahead took GPT-2's split (1024 rows ×
+  // 50304) from 32-39 ms to 26-28 ms on the AMX machine.
+  constexpr int64_t kAhead = 4;
 #pragma omp parallel for schedule(static) reduction(&& : fits)
   for (int64_t n0 = 0; n0 < N8; n0 += 32)
-    for (int64_t v0 = 0; v0 < V8; v0 += 64)
+    for (int64_t v0 = 0; v0 < V8; v0 += 64) {
+      if (v0 + 64 * kAhead < V8)
+        for (int64_t n = n0; n < std::min(n0 + 32, N8); ++n)
+          for (int l = 0; l < 4; ++l)
+            _mm_prefetch(reinterpret_cast<const char*>(x + n * ldx + v0 + 64 * kAhead + 16 * l), _MM_HINT_T0);
       for (int64_t n = n0; n < std::min(n0 + 32, N8); n += 8)
         for (int64_t v = v0; v < std::min(v0 + 64, V8); v += 8) {
           __m256 r[8];
@@ -101,6 +108,7 @@ bool split_bf16_transposed(bf16* hi, bf16* lo, SparseLo* sparse, const float* x,
             if (lo) simd::store8(lo + (v + i) * N + n, _mm256_sub_ps(r[i], simd::load8(h)));
           }
         }
+    }
   // The tails: columns past V8 of every row, every column of rows past N8 (in column order).
   for (int64_t n = 0; n < N; ++n)
     for (int64_t v = n < N8 ? V8 : 0; v < vc; ++v) {
