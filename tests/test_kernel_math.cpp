@@ -138,24 +138,26 @@ TEST_F(KernelMath, RmsNormForwardAndBackward) {
 
 TEST_F(KernelMath, RotaryEmbeddingsAndTheirInverse) {
   const int64_t B = 2, T = 5;
-  const int heads = 3, first = 1, hd = 8, W = 5 * hd;
   RopeSpec linear, llama3;
   linear.scaling = RopeScaling::linear, linear.factor = 4.0f;
   llama3.scaling = RopeScaling::llama3, llama3.theta = 500000.0f, llama3.factor = 8.0f;
   llama3.original_max_position = 16;  // a tiny context, so the 4 pairs fall in all three bands
-  for (const RopeSpec& rope : {RopeSpec{}, linear, llama3})
-    for (bool inverse : {false, true}) {
-      auto ref = randn(size_t(B * T * W), 13), got = ref;
-      cpu::rope(f32(ref, {B, T, W}), first, heads, hd, rope, inverse);
-      for (int64_t n = 0; n < B * T; ++n)  // llama.cu: the table's cos/sin, then the rotation
-        for (int h = first; h < first + heads; ++h)
-          for (int i = 0; i < hd / 2; ++i) {
-            const float a = km::rope_angle(int(n % T), i, hd, rope);
-            float* v = &got[size_t(n * W + h * hd)];
-            km::rope_rotate(&v[i], &v[i + hd / 2], std::cos(a), (inverse ? -1.0f : 1.0f) * std::sin(a));
-          }
-      expect_close(got, ref, 1e-6f, inverse ? "rope inverse" : "rope");
-    }
+  // hd 8: the CPU op's scalar pairs alone; 20: one vector of 8 pairs and 2 more; 64: vectors.
+  for (const int hd : {8, 20, 64})
+    for (const RopeSpec& rope : {RopeSpec{}, linear, llama3})
+      for (bool inverse : {false, true}) {
+        const int heads = 3, first = 1, W = 5 * hd;
+        auto ref = randn(size_t(B * T * W), 13), got = ref;
+        cpu::rope(f32(ref, {B, T, W}), first, heads, hd, rope, inverse);
+        for (int64_t n = 0; n < B * T; ++n)  // llama.cu: the table's cos/sin, then the rotation
+          for (int h = first; h < first + heads; ++h)
+            for (int i = 0; i < hd / 2; ++i) {
+              const float a = km::rope_angle(int(n % T), i, hd, rope);
+              float* v = &got[size_t(n * W + h * hd)];
+              km::rope_rotate(&v[i], &v[i + hd / 2], std::cos(a), (inverse ? -1.0f : 1.0f) * std::sin(a));
+            }
+        expect_close(got, ref, 1e-6f, inverse ? "rope inverse" : "rope");
+      }
 }
 
 // transformers' _compute_llama3_parameters, written out in double for one case: the
