@@ -383,8 +383,9 @@ TEST(Embedding, RepeatedTokensAccumulate) {
                Error);
 }
 
-// SwiGLU computes in f32 whatever the activations' type (8 lanes, the row's tail through
-// padded copies): on bf16 inputs its outputs are the f32 op's on the same values, rounded once.
+// SwiGLU computes in f32 whatever the activations' type (vectors of 8 or 16 lanes, the row's
+// tail through padded copies): on bf16 inputs its outputs are the f32 op's on the same values,
+// rounded once.
 TEST(Bf16Ops, SwiGluIsTheF32OpRoundedOnce) {
   const int N = 5, I = 37;  // 4 vectors and a tail of 5 per row
   auto gu = randn(size_t(N * 2 * I), 51, 3.0f), dy = randn(size_t(N * I), 52);
@@ -403,6 +404,44 @@ TEST(Bf16Ops, SwiGluIsTheF32OpRoundedOnce) {
                      {dyh.data(), DType::bf16, {N, I}});
   for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(yh[i].bits, f32_to_bf16(y[i])) << "swiglu at " << i;
   for (size_t i = 0; i < dgu.size(); ++i) ASSERT_EQ(dguh[i].bits, f32_to_bf16(dgu[i])) << "swiglu' at " << i;
+}
+
+// Grouped-query attention's expansion copies each kv head to its g query heads, and the
+// reduction sums each kv head's g gradients in f32, in head order, rounded once: head size 20
+// takes a vector of 8 lanes twice and a tail of 4.
+TEST(LlamaOps, GqaExpandCopiesAndReduceSumsInHeadOrder) {
+  const int N = 3, NH = 6, NKV = 2, d = 20, g = NH / NKV;
+  const int Wf = (NH + 2 * NKV) * d, Wp = 3 * NH * d;
+  const auto fused = randn(size_t(N * Wf), 61), dpacked = randn(size_t(N * Wp), 62);
+  cpu::CpuBackend be({size_t(16) << 20, 0});
+  std::vector<float> packed(size_t(N * Wp)), dfused(size_t(N * Wf));
+  be.gqa_expand({packed.data(), DType::f32, {N, Wp}}, {const_cast<float*>(fused.data()), DType::f32, {N, Wf}}, NH, NKV,
+                d);
+  be.gqa_reduce({dfused.data(), DType::f32, {N, Wf}}, {const_cast<float*>(dpacked.data()), DType::f32, {N, Wp}}, NH,
+                NKV, d);
+  std::vector<bf16> dph(dpacked.size()), dfh(dfused.size());
+  for (size_t i = 0; i < dph.size(); ++i) dph[i] = from_f32<bf16>(dpacked[i]);
+  be.gqa_reduce({dfh.data(), DType::bf16, {N, Wf}}, {dph.data(), DType::bf16, {N, Wp}}, NH, NKV, d);
+  for (int n = 0; n < N; ++n) {
+    for (int i = 0; i < NH * d; ++i) {  // q: copied both ways
+      ASSERT_EQ(packed[size_t(n * Wp + i)], fused[size_t(n * Wf + i)]);
+      ASSERT_EQ(dfused[size_t(n * Wf + i)], dpacked[size_t(n * Wp + i)]);
+    }
+    for (int part = 1; part <= 2; ++part)
+      for (int j = 0; j < NKV; ++j)
+        for (int i = 0; i < d; ++i) {
+          const size_t f = size_t(n * Wf + NH * d + (part - 1) * NKV * d + j * d + i);
+          float sum = 0, sum16 = 0;
+          for (int r = 0; r < g; ++r) {
+            const size_t p = size_t(n * Wp + part * NH * d + (j * g + r) * d + i);
+            ASSERT_EQ(packed[p], fused[f]) << "expand: part " << part << ", query head " << j * g + r;
+            sum += dpacked[p];
+            sum16 += to_f32(dph[p]);
+          }
+          ASSERT_EQ(dfused[f], sum) << "reduce: part " << part << ", kv head " << j << ", element " << i;
+          ASSERT_EQ(dfh[f].bits, f32_to_bf16(sum16)) << "bf16 reduce: part " << part << ", kv head " << j;
+        }
+  }
 }
 
 // bf16 activations through layernorm, matmul, GELU and attention agree with f32 within
