@@ -30,25 +30,34 @@ OpsIsa ops_isa() {
   return isa;
 }
 
-template <typename T>
-const NormRows<T>& norm_rows(OpsIsa isa) {
-  static const NormRows<T> avx2 = norm_rows_avx2<T>();
-  static const NormRows<T> avx512 = ops_isa_supported(OpsIsa::avx512) ? norm_rows_avx512<T>() : avx2;
+namespace {
+
+// A set's AVX-512 build where asked for and the CPU has it, else its AVX2 build; each made
+// once (per Set: static locals of the instantiation).
+template <typename Set>
+const Set& choose(OpsIsa isa, Set (*avx2_set)(), Set (*avx512_set)()) {
+  static const Set avx2 = avx2_set();
+  static const Set avx512 = ops_isa_supported(OpsIsa::avx512) ? avx512_set() : avx2;
   return isa == OpsIsa::avx512 && ops_isa_supported(OpsIsa::avx512) ? avx512 : avx2;
 }
-template const NormRows<float>& norm_rows<float>(OpsIsa);
-template const NormRows<bf16>& norm_rows<bf16>(OpsIsa);
-template const NormRows<f16>& norm_rows<f16>(OpsIsa);
+
+}  // namespace
 
 template <typename T>
-const ActRows<T>& act_rows(OpsIsa isa) {
-  static const ActRows<T> avx2 = act_rows_avx2<T>();
-  static const ActRows<T> avx512 = ops_isa_supported(OpsIsa::avx512) ? act_rows_avx512<T>() : avx2;
-  return isa == OpsIsa::avx512 && ops_isa_supported(OpsIsa::avx512) ? avx512 : avx2;
+const NormRows<T>& norm_rows(OpsIsa isa) {
+  return choose(isa, norm_rows_avx2<T>, norm_rows_avx512<T>);
 }
-template const ActRows<float>& act_rows<float>(OpsIsa);
-template const ActRows<bf16>& act_rows<bf16>(OpsIsa);
-template const ActRows<f16>& act_rows<f16>(OpsIsa);
+template <typename T>
+const ActRows<T>& act_rows(OpsIsa isa) {
+  return choose(isa, act_rows_avx2<T>, act_rows_avx512<T>);
+}
+#define STRATA_ROW_SETS(T)                              \
+  template const NormRows<T>& norm_rows<T>(OpsIsa isa); \
+  template const ActRows<T>& act_rows<T>(OpsIsa isa);
+STRATA_ROW_SETS(float)
+STRATA_ROW_SETS(bf16)
+STRATA_ROW_SETS(f16)
+#undef STRATA_ROW_SETS
 
 SoftmaxCeRow softmax_ce_row(OpsIsa isa) {
   return isa == OpsIsa::avx512 && ops_isa_supported(OpsIsa::avx512) ? softmax_ce_row_avx512() : softmax_ce_row_avx2();

@@ -40,18 +40,18 @@ template <typename T>
 NormRows<T> norm_rows_avx512() {
   return row_impl::norm_rows<Avx512, T>();
 }
-template NormRows<float> norm_rows_avx512<float>();
-template NormRows<bf16> norm_rows_avx512<bf16>();
-template NormRows<f16> norm_rows_avx512<f16>();
-
-SoftmaxCeRow softmax_ce_row_avx512() { return row_impl::softmax_ce<Avx512>; }
-
 template <typename T>
 ActRows<T> act_rows_avx512() {
   return act_impl::act_rows<Avx512, T>();
 }
-template ActRows<float> act_rows_avx512<float>();
-template ActRows<bf16> act_rows_avx512<bf16>();
-template ActRows<f16> act_rows_avx512<f16>();
+#define STRATA_ROW_SETS(T)                    \
+  template NormRows<T> norm_rows_avx512<T>(); \
+  template ActRows<T> act_rows_avx512<T>();
+STRATA_ROW_SETS(float)
+STRATA_ROW_SETS(bf16)
+STRATA_ROW_SETS(f16)
+#undef STRATA_ROW_SETS
+
+SoftmaxCeRow softmax_ce_row_avx512() { return row_impl::softmax_ce<Avx512>; }
 
 }  // namespace strata::cpu
