@@ -1,9 +1,9 @@
 // row_kernels.h's activation kernels (GPT-2's tanh GELU, Llama's SwiGLU, forward and
 // backward), written once over a vector type V as row_kernels_impl.h's are; V also provides
-// div, min and fnmadd(a, b, c) = c − a·b. Every lane takes gelu8.h's and ops_llama.cpp's
-// former 8-lane arithmetic, op for op, so the AVX-512 set gives the AVX2 set's bits (exp16 is
-// exp8 lane for lane). A last partial vector goes through zero-padded copies: the same
-// arithmetic.
+// div, min and fnmadd(a, b, c) = c − a·b. Every lane takes the former 8-lane arithmetic
+// (simd::tanh8's formula; GPT-2's fused matmul + GELU and ops_llama.cpp's SwiGLU), op for op,
+// so the AVX-512 set gives the AVX2 set's bits (exp16 is exp8 lane for lane). A last partial
+// vector goes through zero-padded copies: the same arithmetic.
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -9,15 +9,14 @@ namespace strata::cpu {
 namespace {
 
 using simd512::exp16;
-using simd512::pack_bf16x16;
+using simd512::lane_offsets;
+using simd512::store16;
 
 // Lanes of the 16 columns from j that lie in keys [0, t].
 __mmask16 causal_mask(int64_t j, int64_t t) {
   const int64_t n = t + 1 - j;
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
-
-void store_bf16(bf16* p, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), pack_bf16x16(v)); }
 
 }  // namespace
 
@@ -46,7 +45,7 @@ void amx_softmax_rows(bf16* p16, float* S, float* lse, int64_t T, int64_t r0, in
     const __m512 inv = _mm512_set1_ps(1.0f / sum);
     for (int64_t j = 0; j < r1; j += 16) {
       const __mmask16 m = causal_mask(j, t);
-      store_bf16(p + j, _mm512_maskz_mul_ps(m, _mm512_maskz_loadu_ps(m, s + j), inv));
+      store16(p + j, _mm512_maskz_mul_ps(m, _mm512_maskz_loadu_ps(m, s + j), inv));
     }
     lse[t] = row_max + std::log(sum);
   }
@@ -66,8 +65,8 @@ void amx_softmax_backward_rows(bf16* p16, bf16* ds16, const float* S, const floa
       const __mmask16 m = causal_mask(j, t);
       const __m512 sv = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), sc);
       const __m512 p = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(sv, shift)));
-      store_bf16(p16 + t * T + j, p);
-      store_bf16(ds16 + t * T + j, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp + j), D)));
+      store16(p16 + t * T + j, p);
+      store16(ds16 + t * T + j, _mm512_mul_ps(p, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, dp + j), D)));
     }
   }
 }
@@ -75,8 +74,7 @@ void amx_softmax_backward_rows(bf16* p16, bf16* ds16, const float* S, const floa
 void amx_transpose_bf16(bf16* dst, const bf16* src, int64_t ld, int64_t rows, int64_t cols) {
   // One gather of 32-bit pairs (src[r, c], src[r, c+1]) over 16 rows gives 16 of dst row c
   // (low halves) and of dst row c+1 (high halves).
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(int(ld / 2)));
+  const __m512i idx = lane_offsets(int32_t(ld / 2));  // rows, in 32-bit units
   for (int64_t r = 0; r < rows; r += 16)
     for (int64_t c = 0; c < cols; c += 2) {
       const __m512i pairs = _mm512_i32gather_epi32(idx, src + r * ld + c, 4);
@@ -87,11 +85,9 @@ void amx_transpose_bf16(bf16* dst, const bf16* src, int64_t ld, int64_t rows, in
 }
 
 void amx_store_transposed(bf16* dst, int64_t ld, const float* src, int64_t rows, int64_t cols) {
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(int(rows)));
+  const __m512i idx = lane_offsets(int32_t(rows));
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; c += 16)
-      store_bf16(dst + r * ld + c, _mm512_i32gather_ps(idx, src + c * rows + r, 4));
+    for (int64_t c = 0; c < cols; c += 16) store16(dst + r * ld + c, _mm512_i32gather_ps(idx, src + c * rows + r, 4));
 }
 
 }  // namespace strata::cpu

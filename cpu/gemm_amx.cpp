@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "cpu/simd512.h"
 
 namespace strata::cpu {
 
@@ -43,8 +44,7 @@ void amx_pack_bt(bf16* dst, const bf16* b, int64_t ldb, int64_t N, int64_t K) {
   // Tile (nb, kc): row r, column n = the bf16 pair at b[nb·16 + n, kc·32 + 2r]: a 16 × 16
   // transpose of 32-bit pairs, one gather per tile row (of 32-bit units: ldb even).
   STRATA_CHECK(ldb % 2 == 0, "amx_pack_bt: odd row stride " + std::to_string(ldb), "this is a bug in the caller");
-  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(int(ldb / 2)));  // in 32-bit units
+  const __m512i rows = simd512::lane_offsets(int32_t(ldb / 2));  // in 32-bit units
   for (int64_t nb = 0; nb < N / kTileN; ++nb)
     for (int64_t kc = 0; kc < K / kTileK; ++kc) {
       bf16* t = dst + (nb * (K / kTileK) + kc) * int64_t(kTileElems);

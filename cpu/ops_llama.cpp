@@ -159,18 +159,18 @@ void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec&
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < BT; ++n) {
       const int64_t t = n % T;
-      const float *cos = cs + t * head_dim, *sin = cos + half;
+      const float *cos_t = cs + t * head_dim, *sin_t = cos_t + half;
       for (int h = first_head; h < first_head + heads; ++h) {
         T_* v = p + n * W + int64_t(h) * head_dim;
         int i = 0;
         for (; i + 8 <= half; i += 8) {
-          const __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_mul_ps(vsign, _mm256_loadu_ps(sin + i));
+          const __m256 c = _mm256_loadu_ps(cos_t + i), s = _mm256_mul_ps(vsign, _mm256_loadu_ps(sin_t + i));
           const __m256 a = simd::load8(v + i), b = simd::load8(v + i + half);
           simd::store8(v + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
           simd::store8(v + i + half, _mm256_fmadd_ps(b, c, _mm256_mul_ps(a, s)));
         }
         for (; i < half; ++i) {  // the same arithmetic
-          const float c = cos[i], s = sign * sin[i], a = to_f32(v[i]), b = to_f32(v[i + half]);
+          const float c = cos_t[i], s = sign * sin_t[i], a = to_f32(v[i]), b = to_f32(v[i + half]);
           v[i] = from_f32<T_>(std::fma(a, c, -(b * s)));
           v[i + half] = from_f32<T_>(std::fma(b, c, a * s));
         }

@@ -4,36 +4,34 @@
 
 #include "cpu/convert.h"
 #include "cpu/dout_split.h"
-#include "cpu/gelu8.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
+#include "cpu/row_kernels.h"
 #include "cpu/simd.h"
 
 namespace strata::cpu {
 
 namespace {
 
-// One row of a linear layer's output pass: y = acc + b (rounded to T), and with `g` also
-// g = gelu(y) from the rounded y, as gelu_forward would compute it from y.
+// One row of a linear layer's output pass: y = acc + b (rounded to T), and with `gelu` also
+// g = gelu(y) from the rounded y by gelu_forward's own row kernel, while the row is in cache.
 template <typename T>
-void bias_gelu_row(T* y, T* g, const float* acc, const T* b, int64_t n) {
-  auto chunk = [&](T* yd, T* gd, const float* a, const T* bb) {
-    const __m256 v = b ? _mm256_add_ps(simd::load8(a), simd::load8(bb)) : simd::load8(a);
-    simd::store8(yd, v);
-    if (gd) simd::store8(gd, gelu8(simd::load8(yd)));
+void bias_gelu_row(T* y, T* g, const float* acc, const T* b, int64_t n, void (*gelu)(T*, const T*, int64_t)) {
+  auto chunk = [&](T* yd, const float* a, const T* bb) {
+    simd::store8(yd, b ? _mm256_add_ps(simd::load8(a), simd::load8(bb)) : simd::load8(a));
   };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) chunk(y + i, g ? g + i : nullptr, acc + i, b ? b + i : nullptr);
+  for (; i + 8 <= n; i += 8) chunk(y + i, acc + i, b ? b + i : nullptr);
   if (i < n) {  // the tail through padded copies: the same arithmetic
-    T yt[8], gt[8], bt[8] = {};
+    T yt[8], bt[8] = {};
     float at[8] = {};
     std::memcpy(at, acc + i, size_t(n - i) * sizeof(float));
     if (b) std::memcpy(bt, b + i, size_t(n - i) * sizeof(T));
-    chunk(yt, g ? gt : nullptr, at, b ? bt : nullptr);
+    chunk(yt, at, b ? bt : nullptr);
     std::memcpy(y + i, yt, size_t(n - i) * sizeof(T));
-    if (g) std::memcpy(g + i, gt, size_t(n - i) * sizeof(T));
   }
+  if (g) gelu(g, y, n);
 }
 
 // out = inp · Wᵀ + b; with `gelu` given also gelu = GELU(out), in the output's own pass.
@@ -77,8 +75,10 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
     }
     T* y = out.as<T>();
     T* g = has_gelu ? gelu.as<T>() : nullptr;
+    const auto gelu_row = act_rows<T>().gelu_forward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) bias_gelu_row<T>(y + n * OC, g ? g + n * OC : nullptr, acc + n * OC, b, OC);
+    for (int64_t n = 0; n < N; ++n)
+      bias_gelu_row<T>(y + n * OC, g ? g + n * OC : nullptr, acc + n * OC, b, OC, gelu_row);
   });
 }
 

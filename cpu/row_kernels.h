@@ -1,8 +1,8 @@
 // The row kernels of the norms, the loss and the activations (S14): LayerNorm and RMSNorm
 // forward and backward rows in f32, bf16 or f16, the softmax cross-entropy row, and the GELU
 // and SwiGLU, each written once over a vector type (row_kernels_impl.h, act_kernels_impl.h)
-// and built twice — AVX2 (8 lanes, every CPU Strata runs
-// on) and AVX-512 (16 lanes) — with the set chosen at run time, as the Adam kernels are.
+// and built twice — AVX2 (8 lanes, every CPU Strata runs on) and AVX-512 (16 lanes) — with
+// the set chosen at run time, as the Adam kernels are.
 // Statistics are f32 (the loss's sum and log in double, as before); tails past the last
 // full vector take the same formula in scalar code.
 #pragma once

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.h"
 
@@ -113,20 +112,6 @@ inline float exp_shift_sum(float* s, int64_t n, float shift) {
   float sum = hsum8(acc);
   for (; j < n; ++j) sum += (s[j] = std::exp(s[j] - shift));
   return sum;
-}
-
-// Applies f (on __m256 lanes) to n elements: full vectors in place, the tail through a
-// padded stack copy so every element sees the same arithmetic.
-template <typename T, typename F>
-inline void for_each8(T* dst, const T* src, size_t n, F&& f) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(dst + i, f(load8(src + i), i));
-  if (i < n) {
-    T in[8] = {}, out[8];
-    std::memcpy(in, src + i, (n - i) * sizeof(T));
-    store8(out, f(load8(in), i));
-    std::memcpy(dst + i, out, (n - i) * sizeof(T));
-  }
 }
 
 }  // namespace strata::cpu::simd

@@ -33,6 +33,12 @@ inline void store16(f16* p, __m512 v) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// Lane i holds i·stride: a gather's offsets for 16 rows stride elements apart.
+inline __m512i lane_offsets(int32_t stride) {
+  return _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                            _mm512_set1_epi32(stride));
+}
+
 // exp(x): simd::exp8's algorithm and constants on 16 lanes (same results lane for lane).
 inline __m512 exp16(__m512 x) {
   const __m512 hi = _mm512_set1_ps(88.7228f), lo = _mm512_set1_ps(-87.3365f);

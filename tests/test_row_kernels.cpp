@@ -123,8 +123,8 @@ TEST_P(RowKernels, NormsBf16) { norms<bf16>(1.0 / 128); }
 TEST_P(RowKernels, NormsF16) { norms<f16>(1.0 / 1024); }
 
 // The GELU and SwiGLU against double references (tolerance: one rounding of T), at lengths
-// that leave every tail; and the AVX2 set's bits on every ISA, because the f32 path's fused
-// matmul + GELU (gelu8.h) and the 16-bit path's separate GELU must agree.
+// that leave every tail; and the AVX2 set's bits on every ISA, so a run's activations do not
+// depend on which set the CPU takes.
 template <typename T>
 void RowKernels::activations(double tol) {
   const auto& k = cpu::act_rows<T>(GetParam());
