@@ -97,7 +97,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
   nlohmann::json last;
   // One allocation for the largest size, first-touched once with the kernel's partition;
   // smaller sizes use its prefix. (Allocating per size lets a later, larger request land
-  // on fragmented memory without huge pages, which measured as a 2x slower bound here.)
+  // on fragmented memory without huge pages, which lowers the bound it measures.)
   const long long max_n = *std::max_element(o.sizes.begin(), o.sizes.end());
   HostArray p(size_t(max_n), "bench:param"), g(size_t(max_n), "bench:grad"), m(size_t(max_n), "bench:m"),
       v(size_t(max_n), "bench:v");

@@ -15,7 +15,7 @@ struct AdamBenchOptions {
   std::string isa = "auto";
   bool pin = false;
   std::string peer = "auto";  // auto | none | path to the DeepSpeed harness (bench/peers/)
-  // S17: the states' and the master's dtypes (f32 | bf16) and the 16-bit states' rounding.
+  // The states' and the master's dtypes (f32 | bf16) and the 16-bit states' rounding.
   std::string state_dtype = "f32", master_dtype = "f32";
   bool stochastic = true;
 };

@@ -60,10 +60,9 @@ Measured measure_strata(const ModelSpec& spec, const ModelBenchOptions& o, DType
 }
 
 // The OpenBLAS core the peer runs: OpenBLAS 0.3.21 (Debian 12) takes CPUs it does not know
-// for "Prescott" and runs its SSE3 kernels — on the Intel Xeon with AVX512-BF16 this was
-// measured on, its sgemm ran at 63 GFLOP/s against 255 as "Cooperlake", and PyTorch's GPT-2
-// step 3.9x slower (66 against 259 tok/s). So unless the user chose one, the peer gets the
-// newest core this CPU can run ("" leaves OpenBLAS to choose).
+// for "Prescott" and runs its SSE3 kernels — on an Intel Xeon with AVX512-BF16 its sgemm, and
+// with it PyTorch's GPT-2 step, ran several times slower than as "Cooperlake". So unless the
+// user chose one, the peer gets the newest core this CPU can run ("" leaves OpenBLAS to choose).
 std::string openblas_core() {
   if (const char* e = std::getenv("OPENBLAS_CORETYPE"); e && *e) return e;
   __builtin_cpu_init();

@@ -14,8 +14,8 @@ struct ModelBenchOptions {
   std::string precisions = "f32,bf16";
   std::string peer = "auto";  // auto | torch | none
   // Precisions PyTorch is also run in. Its bf16 autocast on CPUs without native bf16 is
-  // ~50x slower than its f32 (measured: 3.4 vs 176 tok/s here), so by default only f32 is
-  // measured and every strata precision is also compared with PyTorch's fastest run.
+  // far slower than its f32, so by default only f32 is measured and every strata precision
+  // is also compared with PyTorch's fastest run.
   std::string peer_precisions = "f32";
   std::string python = "/usr/bin/python3";
   std::string device = "auto";  // auto | cpu | cuda

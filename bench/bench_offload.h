@@ -3,7 +3,7 @@
 // each engine's busy time, the wall time, overlap = max(busy) / wall, and the step-time
 // ratio, ending with one JSON line.
 //
-// --tier nvme (S16): the optimizer (and with --offload-param the parameters) on NVMe in
+// --tier nvme: the optimizer (and with --offload-param the parameters) on NVMe in
 // --nvme-path, against fio on the same file with the store's request size and queue depth,
 // reading and writing at once in the step's proportion: drive_bound_s = the step's bytes ÷
 // that bandwidth, drive_ratio = drive_bound_s ÷ the step's wall time; and the CPU Adam's busy

@@ -1,4 +1,4 @@
-// The bound `strata bench model` holds a training step to (S14): the step's own linear-layer
+// The bound `strata bench model` holds a training step to: the step's own linear-layer
 // GEMMs — forward, and backward's input and weight gradients, for every layer and the head —
 // timed alone through oneDNN in the step's precision — the faster of its native 16-bit matmul
 // (where the CPU has one) and its f32 sgemm on the widened operands, shape by shape, as the

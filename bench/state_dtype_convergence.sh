@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# S17's convergence evidence: the same runs with f32 optimizer states (master, m, v: 12 B per
-# parameter), with bf16 m and v (8 B) and with bf16 master, m and v (6 B), each rounded to
-# nearest and stochastically, for a GPT-2 and a Llama on real text (data/default.txt,
-# Debian's license texts); then each variant's final loss against f32's, and the curves
-# with their ratio to f32's as one PNG (gnuplot).
+# Convergence evidence for 16-bit optimizer states: the same runs with f32 optimizer states
+# (master, m, v: 12 B per parameter), with bf16 m and v (8 B) and with bf16 master, m and v
+# (6 B), each rounded to nearest and stochastically, for a GPT-2 and a Llama on real text
+# (data/default.txt, Debian's license texts); then each variant's final loss against f32's,
+# and the curves with their ratio to f32's as one PNG (gnuplot).
 #
 # usage: bench/state_dtype_convergence.sh STRATA OUT [STEPS] [extra strata train options...]
 #   STRATA: the strata binary; OUT: a directory for the runs, table.md and curves.png.
@@ -17,7 +17,7 @@
 #   MODELS="gpt2:configs/gpt2-small-bytes.json llama:configs/llama-small-bytes.json" \
 #   DATA=vimdoc.txt VARIANTS="all16-nearest all16-stochastic" \
 #   bench/state_dtype_convergence.sh build/strata OUT 2000 --micro-batch 1 --seq-len 128 --lr 6e-4 --warmup 100
-# (about 40 minutes a run on 2 cores). Each run: bf16 compute, ZeRO stage 1 with the optimizer
+# (tens of minutes a run on a few cores). Each run: bf16 compute, ZeRO stage 1 with the optimizer
 # in host RAM (the CPU Adam owns the 16-bit states), the default batch (8 × 128 tokens) unless
 # the options after STEPS say otherwise, every step logged. The final
 # loss is the mean of the last 200 steps' losses (one batch a step is noisy; every variant

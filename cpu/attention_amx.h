@@ -1,4 +1,4 @@
-// Causal attention for one (batch, head) on AMX tiles (S14), for bf16 activations where
+// Causal attention for one (batch, head) on AMX tiles, for bf16 activations where
 // 16-bit GEMMs run on AMX: the same contract as ops_attention.cpp's f32 path (forward keeps
 // the output and the per-row log-sum-exp; backward recomputes the probabilities), with all
 // five products on Strata's tile kernel (cpu/gemm_amx.h). The scores and the softmax stay

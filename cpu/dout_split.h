@@ -1,9 +1,9 @@
-// An f32 output gradient as bf16 terms for the native 16-bit GEMMs (S14): the LM head's
+// An f32 output gradient as bf16 terms for the native 16-bit GEMMs: the LM head's
 // backward (cpu/ops_matmul.cpp) runs on hi = bf16(dout) and lo = dout − hi, where lo carries
 // the bits bf16 drops. Both are written transposed, [columns, rows], which is how oneDNN's
-// AMX matmul reads dW += doutᵀ·inp fastest (4096×768×1024 blocks: 1481 GFLOP/s against 860
-// with dout stored and read transposed; dinp's product reads it transposed at 1096 against
-// 1276).
+// AMX matmul reads dW += doutᵀ·inp fastest (for 4096×768×1024 blocks, much faster than from
+// dout stored untransposed, at a smaller cost to dinp's product, which then reads it
+// transposed).
 //
 // lo is wanted only where it is large in absolute terms. A cross-entropy's gradient
 // row, (softmax − one-hot)/rows, has one element near −1/rows and the rest near p/rows: the

@@ -1,7 +1,7 @@
-// Strata's own AMX bf16 GEMM for attention's small per-head products (S14). oneDNN 2.6 gives
-// no public brgemm, and its matmul primitive picks a non-AMX GEMM for the strided per-head
-// operands (gemm:jit: 26 GFLOP/s at 64×64×256, ~28-80 µs a call), so attention stayed on f32
-// sgemm. Here A is read in place (any row stride) and B is packed once per head into AMX's
+// Strata's own AMX bf16 GEMM for attention's small per-head products. oneDNN 2.6 gives no
+// public brgemm, and its matmul primitive picks a non-AMX GEMM ("gemm:jit", far below AMX's
+// rate at these sizes) for the strided per-head operands, so it cannot serve attention.
+// Here A is read in place (any row stride) and B is packed once per head into AMX's
 // B-tile layout: tile (column block of 16, K chunk of 32) is 16 rows of 64 bytes, row r holding
 // (B[2r, n], B[2r+1, n]) for its 16 columns n.
 //

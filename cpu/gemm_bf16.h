@@ -1,4 +1,4 @@
-// Strata's own bf16 GEMM on AVX512-BF16's dot-product instruction (S14): C = alpha·op(A)·op(B)
+// Strata's own bf16 GEMM on AVX512-BF16's dot-product instruction: C = alpha·op(A)·op(B)
 // + beta·C with A and B bf16 and f32 accumulation (each product of two bf16 values is exact
 // in f32, as in the f32 panels that widen them).
 //
@@ -23,8 +23,8 @@ bool gemm_bf16_supported();
 
 // How many times the f32 multiply-add rate this CPU's bf16 dot products reach, measured once
 // (a few ms) on register-only loops: ~2 where each vdpbf16ps issues at the vfmadd231ps rate
-// (expected on the AMD EPYC seen, where oneDNN's bf16 ran the step's GEMMs ~2× its sgemm), 0.50-0.57
-// measured on the Intel Xeon without AMX seen here. Only where gemm_bf16_supported().
+// (as on AMD EPYCs with AVX512-BF16), ~0.5 where it issues at half that rate (as on Intel
+// Xeons without AMX). Only where gemm_bf16_supported().
 double bf16_dot_speedup();
 
 // gemm_bf16_supported() and bf16_dot_speedup() ≥ 1.3: the bf16 kernel beats the f32 panels.

@@ -62,7 +62,7 @@ Entry make_entry(const Key& k, DType t) {
       bias_dtype < 0 ? dnnl::memory::desc()
                      : dnnl::memory::desc({1, N}, dnnl_type(DType(bias_dtype)), dnnl::memory::dims{N, 1});
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, allocated once: no allocation per call
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // Strata's, allocated once: no allocation per call
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
   if (beta != 0.0f) {
     dnnl::post_ops po;
@@ -112,9 +112,9 @@ LowpGemm lowp_gemm_mode() {
     if (s != "auto" && s != "strata")
       throw_error("STRATA_LOWP_GEMM=" + s + " is not a choice", "set it to auto, strata, onednn or off");
     if (s == "strata") return gemm_bf16_supported() ? LowpGemm::strata : LowpGemm::off;
-    // On the Xeon with AMX seen, oneDNN's AMX matmul ran the step's GEMM shapes at 1195 GFLOP/s
-    // against its sgemm's 332 (bench model's bounds), and GPT-2 small's bf16 step went from 386
-    // to 841 tok/s: far beyond what oneDNN's per-call allocation of its argument map costs.
+    // On AMX, oneDNN's matmul runs the step's GEMM shapes several times faster than its sgemm
+    // (strata bench model's bounds show both), and the bf16 step gains far more than oneDNN's
+    // per-call allocation of its argument map costs.
     if (!lowp_gemm_amx_impl().empty()) return LowpGemm::onednn;
     return gemm_bf16_pays() ? LowpGemm::strata : LowpGemm::off;
   }();

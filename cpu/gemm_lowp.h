@@ -1,4 +1,4 @@
-// oneDNN's native 16-bit GEMM (S14): C[M,N] (f32) = alpha·op(A)·op(B) + beta·C with A and B
+// oneDNN's native 16-bit GEMM: C[M,N] (f32) = alpha·op(A)·op(B) + beta·C with A and B
 // both bf16 (or both f16), through its matmul primitive where the CPU computes in that
 // format — AMX, AVX512-BF16, AVX512-FP16 — with f32 accumulation. The primitive, its memory
 // objects and its scratchpad are made once per shape (per thread) and reused. It returns
@@ -21,7 +21,7 @@ namespace strata::cpu {
 // Which native path 16-bit GEMMs take, from STRATA_LOWP_GEMM, read once:
 //   unset or auto: oneDNN's matmul where it runs on AMX (lowp_gemm_amx_impl), else Strata's
 //     AVX512-BF16 kernel where it beats the f32 panels (gemm_bf16_pays), else the f32 panels
-//     (AVX2 only, and the half-rate AVX512-BF16 of the Intel Xeon without AMX seen);
+//     (AVX2 only, and the half-rate AVX512-BF16 of Intel Xeons without AMX);
 //   strata: that kernel wherever the CPU has AVX512-BF16; off (or 0): always the f32 panels;
 //   onednn (or 1): oneDNN's matmul primitive where it computes natively (allocates per call).
 enum class LowpGemm { off, strata, onednn };

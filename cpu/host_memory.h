@@ -1,6 +1,6 @@
 // Page-aligned host memory: mmap'd, advised for transparent huge pages, and first-touched
-// in parallel by the OpenMP threads that will use it (a first touch of fresh memory is
-// ~30× slower than reuse on these VMs, so it happens once, at allocation, in parallel).
+// in parallel by the OpenMP threads that will use it (a first touch of fresh memory faults
+// each page in and is far slower than reuse, so it happens once, at allocation, in parallel).
 #pragma once
 #include <cstddef>
 

@@ -88,21 +88,21 @@ constexpr int64_t kDoutColumns = 4096;
 
 // The backward of a layer whose operands are bf16 but whose output gradient is f32 (the LM
 // head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
-// widen the vocabulary-sized weight and run both products at the f32 rate: with the other
-// GEMMs on AMX, GPT-2 small's bf16 step ran at 777-841 tok/s that way and at 939-966 with
-// dout split in two. dout goes in as hi = bf16(dout) and lo = dout − hi (cpu/dout_split.h),
-// 16 of its 24 significant bits or more, and both products take both: rounding dout to bf16
-// alone (as PyTorch's autocast does) put single elements of the tiny GPT-2 fixture's
-// position, bias and weight gradients 25-65% off PyTorch's float64 reference, where sums
-// over rows cancel, and taking dW on hi alone broke the f32-level agreement of ZeRO stage 3
-// on 2-4 ranks with one rank (Offload.ParametersOnTheHost). lo goes in sparse where the
-// gradient has a cross-entropy's shape (a few large elements per row, in f32: dinp adds their
-// rows of W, dW their rows of the input), else as the second bf16 GEMM of each product (the
-// dense lo's dW GEMM alone adds 79 GFLOP to GPT-2 small's 788 a step). Each dropped lo is
-// under 2^-18 of its row's largest element (dout_split.h), and the sparse dW keeps stage 3's
-// agreement across rank counts. A block of columns at a time: each block feeds dinp's sum over it
-// and its own rows of dW while it is still in cache. False, with dW untouched, where no
-// native path takes these operands: the caller's f32 panels then compute both products.
+// widen the vocabulary-sized weight and run both products at the f32 rate, which with the
+// other GEMMs on AMX slows GPT-2 small's bf16 step visibly. dout goes in as hi = bf16(dout)
+// and lo = dout − hi (cpu/dout_split.h), 16 of its 24 significant bits or more, and both
+// products take both: rounding dout to bf16 alone (as PyTorch's autocast does) put single
+// elements of the tiny GPT-2 fixture's position, bias and weight gradients 25-65% off
+// PyTorch's float64 reference, where sums over rows cancel, and taking dW on hi alone broke
+// the f32-level agreement of ZeRO stage 3 on 2-4 ranks with one rank
+// (Offload.ParametersOnTheHost). lo goes in sparse where the gradient has a cross-entropy's
+// shape (a few large elements per row, in f32: dinp adds their rows of W, dW their rows of
+// the input), else as the second bf16 GEMM of each product (the dense lo's dW GEMM alone adds
+// 10% to GPT-2 small's FLOPs a step). Each dropped lo is under 2^-18 of its row's largest
+// element (dout_split.h), and the sparse dW keeps stage 3's agreement across rank counts. A
+// block of columns at a time: each block feeds dinp's sum over it and its own rows of dW
+// while it is still in cache. False, with dW untouched, where no native path takes these
+// operands: the caller's f32 panels then compute both products.
 bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                          Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];

@@ -1,4 +1,4 @@
-// The row kernels of the norms, the loss and the activations (S14): LayerNorm and RMSNorm
+// The row kernels of the norms, the loss and the activations: LayerNorm and RMSNorm
 // forward and backward rows in f32, bf16 or f16, the softmax cross-entropy row, and the GELU
 // and SwiGLU, each written once over a vector type (row_kernels_impl.h, act_kernels_impl.h)
 // and built twice — AVX2 (8 lanes, every CPU Strata runs on) and AVX-512 (16 lanes) — with

@@ -1,4 +1,4 @@
-// The NVMe tier's store (S5): one swap file per rank under --nvme-path, read and written with
+// The NVMe tier's store: one swap file per rank under --nvme-path, read and written with
 // io_uring and O_DIRECT.
 //
 // NvmeFile is the file: opened with O_DIRECT after a check that the file system takes it,

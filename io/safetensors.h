@@ -1,6 +1,6 @@
 // Hugging Face safetensors: an 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then the
-// tensors' bytes. Used for model weights in and out (S6) and for checkpoint partitions.
+// tensors' bytes. Used for model weights in and out and for checkpoint partitions.
 //
 // The reader never trusts the file: the header's size, JSON, dtypes, shapes and offsets are
 // checked against each other and the file's size before anything is read, and every error

@@ -82,8 +82,8 @@ struct AdamLaunch {
   int out_dtype;
   int64_t n;
   float beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, inv_sqrt_bc2, eps, decay_mul, grad_scale;
-  // S17: m and v in bf16 (instead of m, v) and the master in bf16 (instead of param), any of
-  // them, rounded as kernels/math/adam16_math.h says.
+  // 16-bit states: m and v in bf16 (instead of m, v) and the master in bf16 (instead of
+  // param), any of them, rounded as kernels/math/adam16_math.h says.
   uint16_t* m16 = nullptr;
   uint16_t* v16 = nullptr;
   uint16_t* param16 = nullptr;

@@ -57,7 +57,7 @@ __global__ void adamw_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) {
   if (bad && nonfinite) *nonfinite = 1;  // every writer writes the same value
 }
 
-// The same with any of master, m and v in bf16 (S17): widened, updated as above, rounded back
+// The same with any of master, m and v in bf16: widened, updated as above, rounded back
 // once with the CPU Adam's random bits, so the device's 16-bit states are the CPU kernel's bit
 // for bit (kernel_math::adamw16_element).
 template <typename G>

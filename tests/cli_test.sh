@@ -35,7 +35,7 @@ case $case_name in
     for k in params_per_s gbytes_per_s bound_gbytes_per_s bound_ratio; do
       grep -q "\"$k\"" <<<"$last" || fail "bench adam JSON lacks $k: $last"
     done
-    # S17: 16-bit states and master: the bytes per parameter the bound and the rate count.
+    # 16-bit states and master: the bytes per parameter the bound and the rate count.
     for args in "--state-dtype bf16:20" "--state-dtype bf16 --master-dtype bf16 --rounding nearest:16"; do
       "$bin" bench adam --sizes 1M --repeats 1 --peer none ${args%%:*} >"$tmp/out" 2>"$tmp/err" ||
         fail "bench adam ${args%%:*} failed: $(cat "$tmp/err")"
@@ -45,7 +45,7 @@ case $case_name in
     grep -q "choose f32 or bf16" "$tmp/out" || fail "bench adam --state-dtype f16: $(cat "$tmp/out")"
     echo "ok: $(head -c 200 <<<"$last")" ;;
   bench_model_smoke)
-    # S14: the step against the bound of its own GEMMs, for GPT-2 and Llama, f32 and bf16.
+    # The step against the bound of its own GEMMs, for GPT-2 and Llama, f32 and bf16.
     for m in configs/gpt2-tiny-bytes.json configs/llama-tiny-bytes.json; do
       "$bin" bench model --model "$m" --micro-batch 2 --seq-len 16 --steps 1 --peer none >"$tmp/out" 2>"$tmp/err" ||
         fail "bench model $m failed: $(cat "$tmp/err")"
@@ -76,7 +76,7 @@ PY
       fail "bench offload failed: $(cat "$tmp/err")"
     last=$(tail -1 "$tmp/out")
     for k in overlap step_ratio busy_s cpu_adam d2h_bytes; do grep -q "\"$k\"" <<<"$last" || fail "JSON lacks $k: $last"; done
-    # S16: on NVMe, against fio's bandwidth on the same file (when fio is installed).
+    # On NVMe, against fio's bandwidth on the same file (when fio is installed).
     mkdir -p "$tmp/nvme"
     "$bin" bench offload --tier nvme --nvme-path "$tmp/nvme" --zero-stage 3 --offload-param nvme --offload-ratio 1 \
       --model configs/gpt2-tiny-bytes.json --seq-len 16 --steps 1 --warmup 1 --fio-bytes 8MiB >"$tmp/out" 2>"$tmp/err" ||
@@ -97,7 +97,7 @@ PY
     for k in timeline overlap cpu_adam host_bytes d2h h2d; do grep -q "\"$k\"" "$tmp/run/metrics.jsonl" || fail "metrics lack $k"; done
     expect_error 2 "\-\-offload-optimizer" -- train --offload-optimizer gpu
     expect_error 1 "zero-stage" -- train --offload-optimizer cpu --steps 1
-    # S17: 16-bit optimizer states from the command line and from a DeepSpeed config.
+    # 16-bit optimizer states from the command line and from a DeepSpeed config.
     "$bin" train --steps 3 --zero-stage 2 --offload-optimizer cpu --precision bf16 --master-dtype bf16 \
       --optimizer-state-dtype bf16 --state-rounding nearest --out "$tmp/run16" 2>"$tmp/err" || fail "16-bit states failed: $(cat "$tmp/err")"
     printf '{"bf16": {"enabled": true, "bf16_master_weights_and_grads": true, "bf16_optimizer_states": true},
@@ -116,7 +116,7 @@ PY
       --nvme-checksum --log-every 1 --out "$tmp/run" 2>"$tmp/err" || fail "NVMe training failed: $(cat "$tmp/err")"
     grep -q '"h2n":[1-9]' "$tmp/run/metrics.jsonl" || fail "no bytes written to NVMe: $(tail -1 "$tmp/run/metrics.jsonl")"
     [[ -z $(ls "$tmp/nvme") ]] || fail "swap files left behind: $(ls "$tmp/nvme")"
-    # S16: every step moves exactly the bytes strata plan states for the row, and the drive
+    # Every step moves exactly the bytes strata plan states for the row, and the drive
     # at most 1.15x the least it must: 2 micro-batches, and a host budget that keeps 60% of
     # the parameters in RAM between passes (from the plan's host bytes with none and all).
     row() { /usr/bin/python3 -c 'import json,sys; print(next(r for r in json.loads(sys.stdin.read().splitlines()[-1])["plan"]
@@ -268,7 +268,7 @@ PY
     expect_error 1 "\-\-tokenizer is for JSONL data" -- train --tokenizer bytes --steps 1
     echo "ok: loss $first -> $last" ;;
     finetune_hf)
-    # The README's "Fine-tune a Hugging Face model", end to end: a model directory with weights,
+    # docs/fine-tuning.md, end to end: a model directory with weights,
     # tokenizer and chat template; chat JSONL; prepare, train, export; the export loads.
     py="$src/.venv/bin/python"
     "$py" -c "import transformers, jinja2" 2>/dev/null ||
@@ -527,7 +527,7 @@ PY
     [[ $(cut -d' ' -f1 "$tmp/k" | tr '\n' ' ') == "1 2 4 8 " ]] || fail "hpZ rows: $(cat "$tmp/hpz" | tail -8)"
     awk 'NR == 1 {d = $2; x = $3; next} !($2 > d && $3 < x) {exit 1}' "$tmp/k" || fail "no trade-off: $(cat "$tmp/k")"
     expect_error 2 "must divide --ranks" -- plan --model gpt-20b --ranks 32 --ranks-per-node 5
-    # S17: 16-bit states, K = 6 with a bf16 master, m and v: at stage 3, 8 B per parameter on the
+    # 16-bit states, K = 6 with a bf16 master, m and v: at stage 3, 8 B per parameter on the
     # device (the master is the compute shard), 10 B offloaded.
     "$bin" plan --params 7.5e9 --ranks 64 --precision bf16 --master-dtype bf16 --optimizer-state-dtype bf16 >"$tmp/out" ||
       fail "plan with 16-bit states failed"

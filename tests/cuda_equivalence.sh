@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The S3/S4/S5 equivalence runs with --device cuda: every ZeRO stage, with and without the
-# optimizer (and stage 3's parameters) offloaded, on 1 and 2 ranks (one GPU each), against
-# the same run on the CPU backend. Exits 77 (ctest: skipped) with the reason where no GPU
-# can run it; tools/gpu-check.sh runs it on a GPU machine.
+# The ZeRO and offload equivalence runs with --device cuda: every ZeRO stage, with and without
+# the optimizer (and stage 3's parameters) offloaded, on 1 and 2 ranks (one GPU each), against
+# the same run on the CPU backend. Exits 77 (ctest: skipped) with the reason where no GPU can
+# run it; tools/gpu-check.sh runs it on a GPU machine.
 #   cuda_equivalence.sh STRATA_BINARY MODEL PRECISION
 set -u
 bin=$1; model=$2; precision=$3

@@ -5,6 +5,12 @@
 
 #include "comm/mpi_comm.h"
 
+// The world sizes a case runs at under ctest, on the line before its TEST (tests/CMakeLists.txt
+// reads it from the source): WORLD_SIZES(1) for a case whose outcome cannot depend on the
+// rank count, WORLD_SIZES(2, 3, 4) for one that needs several ranks. A case without it runs at
+// 1, 2, 3 and 4 ranks. Run by hand under another -np, a case still runs.
+#define WORLD_SIZES(...)
+
 namespace strata::test {
 
 inline int run_mpi_tests(int argc, char** argv, MpiComm*& world, double timeout_s) {

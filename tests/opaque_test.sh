@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# S11: training with device memory the host cannot address (STRATA_OPAQUE_DEVICE=1) gives
+# Training with device memory the host cannot address (STRATA_OPAQUE_DEVICE=1) gives
 # the same losses and norms, bit for bit, as the normal mode, in every tier and across
 # ranks, and a run resumed in the other mode continues the same curve. Run by ctest:
 #   opaque_test.sh STRATA_BINARY

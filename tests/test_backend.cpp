@@ -218,7 +218,7 @@ TEST(Device, ChosenAtRunTime) {
   }
 }
 
-// S11: in opaque mode a device buffer's address is not host-addressable; only the backend's
+// In opaque mode a device buffer's address is not host-addressable; only the backend's
 // copies and ops reach it. A direct store through it must crash at once.
 TEST(OpaqueDevice, DirectDereferenceCrashes) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

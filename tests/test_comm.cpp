@@ -125,6 +125,7 @@ TEST(MpiComm, BlockSizesAreChecked) {
   EXPECT_THROW(world->all_gather(std::span<const float>(b), std::span<float>(a)), Error);
 }
 
+WORLD_SIZES(2, 3, 4)
 TEST(MpiComm, MismatchedCollectiveIsAnErrorOnEveryRank) {
   if (world->size() == 1) GTEST_SKIP() << "a mismatch needs two ranks";
   std::vector<float> x(10 + size_t(world->rank()));  // each rank a different count
@@ -137,6 +138,7 @@ TEST(MpiComm, MismatchedCollectiveIsAnErrorOnEveryRank) {
   world->barrier();  // and the communicator is still usable
 }
 
+WORLD_SIZES(2, 3, 4)
 TEST(MpiComm, MissingRankTimesOutWithAMessage) {
   if (world->size() == 1) GTEST_SKIP() << "a missing rank needs two ranks";
   MpiComm late({1.0, false});  // its own communicator, 1 s timeout

@@ -1,4 +1,4 @@
-// S17: the fused CPU Adam on 16-bit states (AdamTensors::m16/v16/param16). Every ISA the
+// The fused CPU Adam on 16-bit states (AdamTensors::m16/v16/param16). Every ISA the
 // CPU has against the scalar reference bit for bit, across masters, roundings, gradient and
 // copy-out dtypes, non-finite gradients and a vector that crosses a 2^32 index boundary; round-to-nearest equal to
 // the f32 update rounded once; stochastic rounding unbiased, reproducible from (seed, step,

@@ -288,7 +288,7 @@ TEST_F(CudaParity, EngineOpsSquareSumAndAdamW) {
   expect_match(out, 0, "adamw bf16 out");
 }
 
-// S17: 16-bit states — bf16 m and v, a bf16 master (the compute copy itself), or all three —
+// 16-bit states — bf16 m and v, a bf16 master (the compute copy itself), or all three —
 // rounded stochastically from the model-flat index or to nearest: the device's states and
 // copy-out are the CPU scalar kernel's bit for bit.
 TEST_F(CudaParity, AdamWOnBf16StatesIsTheCpuKernel) {

@@ -1,4 +1,4 @@
-// Strata's AMX tile GEMM (cpu/gemm_amx.h, S14) against a double reference of the same bf16
+// Strata's AMX tile GEMM (cpu/gemm_amx.h) against a double reference of the same bf16
 // values: B packed from rows (bᵀ, the score GEMMs' keys) and from columns, A read in place
 // with a row stride wider than K, a column offset into the packed B, fewer of its rows than
 // were packed, and alpha. Products of

@@ -1,4 +1,4 @@
-// Strata's bf16 GEMM (cpu/gemm_bf16.h, S14) against a double reference of the same bf16
+// Strata's bf16 GEMM (cpu/gemm_bf16.h) against a double reference of the same bf16
 // values: every layout, the K, row and column blocks' edges, the fused bias, alpha and beta,
 // bf16 output rounded once, and one thread against a team bit for bit. Skipped on a CPU without AVX512-BF16 (it then
 // never runs).

@@ -58,8 +58,7 @@ double allocations_per_step(TrainOptions o, const std::string& name) {
   o.data = test::source_path("data/default.txt");
   o.micro_batch = 2, o.seq_len = 32, o.steps = 8, o.log_every = 1000, o.quiet = true;
   // One device thread: oneDNN's dnnl_sgemm allocates a scratchpad per call when it runs
-  // threaded, which Strata cannot pass in; S14 replaces it with matmul primitives created once
-  // per shape. Everything of Strata's own must allocate nothing.
+  // threaded, which Strata cannot pass in. Everything of Strata's own must allocate nothing.
   o.device_threads = 1;
   o.out = (std::filesystem::temp_directory_path() / ("strata_alloc_" + name + std::to_string(getpid()))).string();
   uint64_t at3 = 0, at7 = 0;

@@ -293,7 +293,7 @@ TEST_F(KernelMath, AdamWWithoutBiasCorrectionMatchesTheCpuKernel) {
   EXPECT_EQ(v, rv);
 }
 
-// S17: optimizer.cu's AdamW on 16-bit states (kernel_math::adamw16_element: adamw_element
+// optimizer.cu's AdamW on 16-bit states (kernel_math::adamw16_element: adamw_element
 // between adam16_math's widening and rounding, its random bits from the model-flat index) is
 // the CPU's 16-bit kernel bit for bit — bf16 m and v, a bf16 master, or all three; stochastic
 // or nearest; across a 2^32 index boundary; with a copy-out; on every ISA this CPU has.

@@ -1,6 +1,6 @@
 // Tiers and offload under real mpirun (1-4 ranks): every offload combination at stages 1-3
 // gives the per-step losses and final parameters of the single-rank, non-offloaded run
-// within the S3 tolerance (f32: |Δloss| <= 1e-5 at each of 20 steps, parameters within
+// within the ZeRO equivalence tolerance (f32: |Δloss| <= 1e-5 at each of 20 steps, parameters within
 // 5e-5 + 1e-4·|ref|); the speculative host update is redone when clipping demands it and
 // discarded on an fp16 overflow; the host tier's budget is enforced.
 #include <gtest/gtest.h>
@@ -57,7 +57,7 @@ struct Case {
   DType precision = DType::f32;
   double grad_clip = 1.0;
   int initial_scale_power = 16;
-  std::string moments = "f32", master = "f32", rounding = "stochastic";  // S17
+  std::string moments = "f32", master = "f32", rounding = "stochastic";  // the optimizer states' dtypes
   std::string name() const {
     return "stage " + std::to_string(stage) + ", accum " + std::to_string(accum) + ", optimizer " + optimizer +
            " (ratio " + std::to_string(ratio) + (speculative ? ", speculative" : ", exact") + "), param " + param +
@@ -217,7 +217,7 @@ TEST(Offload, ModelStatesEightTimesTheDeviceBudget) {
   EXPECT_GT(r.steps.back().timeline.d2h_bytes, 0u);
 }
 
-// S5: the same with the optimizer (and stage-3 parameters) on NVMe, swapped through io_uring.
+// The same with the optimizer (and stage-3 parameters) on NVMe, swapped through io_uring.
 TEST(Nvme, OptimizerOnNvmeMatchesEveryStage) {
   for (int stage = 1; stage <= 3; ++stage) {
     const TrainResult r = expect_equivalent({.stage = stage, .accum = 2, .optimizer = "nvme"});
@@ -239,13 +239,13 @@ TEST(Nvme, ClippingAndOverflowOnNvme) {
             0);
 }
 
-// S16: with parameters and optimizer on NVMe at stage 3, every step moves exactly the bytes
+// With parameters and optimizer on NVMe at stage 3, every step moves exactly the bytes
 // strata plan states on each tier edge, and the drive carries at most 1.15× the least it
 // must, for host budgets from nothing to spare (every unit re-read in every pass) to
 // generous (every unit kept in RAM from its first fetch of a step to the step's end).
 TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
   uint64_t f32_excess[4] = {};
-  for (const char* states : {"f32", "bf16"}) {  // S17: and with a bf16 master, m and v
+  for (const char* states : {"f32", "bf16"}) {  // and with a bf16 master, m and v
     const bool narrow = std::string(states) != "f32";
     const Case c{.stage = 3,
                  .accum = 2,
@@ -291,7 +291,7 @@ TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
         EXPECT_EQ(t.h2d_bytes, row.traffic.h2d) << at;
         EXPECT_EQ(t.d2h_bytes, row.traffic.d2h) << at;
       }
-      // f32 states: within 1.15x of the least. 16-bit states (S17) shrink the least; what the
+      // f32 states: within 1.15x of the least. 16-bit states shrink the least; what the
       // drive carries beyond it is the same bytes as with f32 states (the parameter cache's
       // whole-unit reads), nothing of their own.
       const uint64_t excess = row.traffic.n2h - row.traffic.min_n2h;
@@ -361,22 +361,26 @@ void expect_fault_keeps_last_step(int mode, const std::string& expect_in_message
                      "committed parameters after a failed step 4");
 }
 
+WORLD_SIZES(1)
 TEST(Nvme, ReadErrorLeavesTheLastCompletedStep) {
   if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
   expect_fault_keeps_last_step(1, "Input/output error", false);
   expect_fault_keeps_last_step(1, "Input/output error", true);
 }
 
+WORLD_SIZES(1)
 TEST(Nvme, FullDiskMidRunLeavesTheLastCompletedStep) {
   if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
   expect_fault_keeps_last_step(2, "No space left", false);
 }
 
+WORLD_SIZES(1)
 TEST(Nvme, TornSwapFileIsAClearError) {
   if (world->size() > 1) GTEST_SKIP() << "fault injection runs on one rank";
   expect_fault_keeps_last_step(3, "end of the file", false);
 }
 
+WORLD_SIZES(1)
 TEST(Nvme, MissingOrUnusablePathIsAClearError) {
   TrainOptions o = options_for({.stage = 2, .optimizer = "nvme"}, true);
   o.nvme_path = "";
@@ -397,6 +401,7 @@ TEST(Nvme, MissingOrUnusablePathIsAClearError) {
   EXPECT_THROW(train(o), Error) << "parameters and optimizer on different tiers";
 }
 
+WORLD_SIZES(1)
 TEST(Offload, HostBudgetIsEnforcedWithAClearError) {
   TrainOptions o = options_for({.stage = 2}, true);
   o.host_mem = 10000;  // less than the staging pool (3 × 4 KiB)
@@ -410,7 +415,7 @@ TEST(Offload, HostBudgetIsEnforcedWithAClearError) {
   }
 }
 
-// S17: 16-bit optimizer states. Their rounding draws on (seed, step, model-flat index), so
+// 16-bit optimizer states. Their rounding draws on (seed, step, model-flat index), so
 // neither the tier (RAM or NVMe), the speculative or exact update, clipping's redo nor
 // parameter offload changes a bit: on one rank every such run at stages 1-3 equals the
 // stage-1 run, losses and final parameters bit for bit; on N ranks the runs that reduce
@@ -569,7 +574,7 @@ TEST(StateDtype, DeviceBytesFollowTheStateDtypes) {
   EXPECT_EQ(b, 6 * shard + 4 * size_t(kept32));
 }
 
-// S17: with a bf16 master, the parameters without weight decay (norm gains and biases) keep
+// With a bf16 master, the parameters without weight decay (norm gains and biases) keep
 // an f32 master. At lr 1e-5 a gain moves by less than half a bf16 step of 1.0 (2^-9 below
 // it), which a bf16 master rounded to nearest would lose, leaving it at 1.0; the decayed
 // weights' masters stay bf16 values. On the device, in host RAM and on NVMe (where the f32
@@ -606,6 +611,7 @@ TEST(StateDtype, NormGainsAndBiasesKeepAnF32MasterBesideABf16One) {
     }
 }
 
+WORLD_SIZES(1)
 TEST(Offload, BadCombinationsAreRefused) {
   TrainOptions o = options_for({.stage = 0}, true);
   EXPECT_THROW(train(o), Error) << "stage 0 has no partitioned optimizer to offload";

@@ -70,7 +70,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{false, true, DType::f16, DType::f32}, GemmCase{false, true, DType::f16, DType::f16},
                       GemmCase{true, false, DType::f16, DType::f16}));
 
-// S14: oneDNN's matmul primitive computes natively wherever the CPU computes in that format
+// oneDNN's matmul primitive computes natively wherever the CPU computes in that format
 // (with STRATA_LOWP_GEMM=onednn the cases above then test it: ctest's onednn.test_ops), and
 // lowp_gemm declines elsewhere.
 TEST(GemmLowp, NativeWhereTheCpuHasIt) {
@@ -89,7 +89,7 @@ TEST(GemmLowp, NativeWhereTheCpuHasIt) {
   }
 }
 
-// S14: the LM head's backward with bf16 operands and an f32 dout (the logits' gradient). On a
+// The LM head's backward with bf16 operands and an f32 dout (the logits' gradient). On a
 // native path dout goes in as hi = bf16(dout) and lo = dout − hi, in blocks of 4096 columns
 // (5003 leaves a tail); on the panels it is exact. Either way both products stay within a
 // few units of f32's rounding of the double reference: rounding dout to bf16 once (2^-9)
@@ -279,7 +279,7 @@ TEST(Attention, CausalBlocksMatchTheWholeTriangle) {
   }
 }
 
-// S14: in bf16 attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
+// In bf16 attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16
 // rounding of its outputs. Where Strata's bf16 kernel runs, its two score GEMMs read q, k, dO and v there (the
 // probabilities and dS stay f32); on AMX (heads of T and hd multiples of 32) every product runs on tiles, the
 // probabilities and dS rounded to bf16.
@@ -477,7 +477,7 @@ TEST(Bf16Ops, AgreeWithF32WithinBf16Precision) {
   for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(to_f32(gh[i]), g[i], 1e-3 + 8e-3 * std::fabs(g[i]));
 }
 
-// S14: the fused linear layer + GELU (GPT-2's MLP up-projection) is bit for bit the two ops
+// The fused linear layer + GELU (GPT-2's MLP up-projection) is bit for bit the two ops
 // it replaces, in f32 and bf16, with and without a bias, at a width that leaves a tail.
 TEST(Ops, MatmulGeluIsMatmulThenGeluBitForBit) {
   const int64_t N = 9, C = 24, OC = 45;

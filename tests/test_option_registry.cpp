@@ -1,9 +1,11 @@
 // The option registry (train/option_registry.h) is the one declaration of every `strata
 // train` option: its defaults are TrainOptions', its parsers and printers agree, its checks
-// are what validate_options runs, the README's option tables name registered options with
+// are what validate_options runs, the option tables of README.md and docs/ name registered options with
 // their registered defaults, and the DeepSpeed key each names maps onto it in --config.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -60,41 +62,59 @@ TEST(OptionRegistry, ChecksNameTheOption) {
   EXPECT_EQ(message("reduce-bucket-size", "5e8"), "no error");
 }
 
-// Every row of a README table headed "| option | default | meaning |" names a registered
-// option, and its default is the registered one.
-TEST(OptionRegistry, TheReadmeTablesMatchIt) {
-  std::ifstream in(test::source_path("README.md"));
-  ASSERT_TRUE(in) << "README.md";
+// The pages that document options: README.md and every page under docs/ (the option
+// tables live with the task they belong to).
+std::vector<std::filesystem::path> option_pages() {
+  std::vector<std::filesystem::path> pages{test::source_path("README.md")};
+  for (const auto& e : std::filesystem::recursive_directory_iterator(test::source_path("docs")))
+    if (e.path().extension() == ".md") pages.push_back(e.path());
+  std::sort(pages.begin(), pages.end());
+  return pages;
+}
+
+// Every row of a table headed "| option | default | meaning |", in the README or a page
+// under docs/, names a registered option, and its default is the registered one.
+TEST(OptionRegistry, TheDocumentedTablesMatchIt) {
   const std::regex row(R"(^\| `--([a-z0-9-]+)[^`]*` \| ([^|]*) \|)");
-  bool in_table = false;
   int rows = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("| option | default | meaning |")) {
-      in_table = true;
-      continue;
+  std::set<std::string> documented;
+  for (const auto& page : option_pages()) {
+    std::ifstream in(page);
+    ASSERT_TRUE(in) << page;
+    const std::string where = std::filesystem::relative(page, test::source_path("")).string();
+    bool in_table = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("| option | default | meaning |")) {
+        in_table = true;
+        continue;
+      }
+      if (!line.starts_with("|")) in_table = false;
+      std::smatch m;
+      if (!in_table || !std::regex_search(line, m, row)) continue;
+      ++rows;
+      const std::string name = m[1], shown = m[2];
+      documented.insert(name);
+      const TrainOption* d = find_train_option(name);
+      ASSERT_NE(d, nullptr) << where << ": --" << name << " is not a strata train option";
+      TrainOptions t;
+      const std::string first = shown.substr(0, shown.find(' '));
+      if (d->flag) {
+        EXPECT_EQ(first, "off") << where << ": --" << name;
+        continue;
+      }
+      if (d->default_value.empty()) {  // no default: the page says what is needed instead
+        EXPECT_EQ(shown.front(), '(') << where << ": --" << name << " has no default, but the page shows '" << shown
+                                      << "'";
+        continue;
+      }
+      EXPECT_NO_THROW(d->set(t, first)) << where << ": --" << name << " default '" << first << "'";
+      EXPECT_EQ(d->get(t), d->default_value) << where << ": --" << name << " default '" << shown << "'";
     }
-    if (!line.starts_with("|")) in_table = false;
-    std::smatch m;
-    if (!in_table || !std::regex_search(line, m, row)) continue;
-    ++rows;
-    const std::string name = m[1], shown = m[2];
-    const TrainOption* d = find_train_option(name);
-    ASSERT_NE(d, nullptr) << "README: --" << name << " is not a strata train option";
-    TrainOptions t;
-    const std::string first = shown.substr(0, shown.find(' '));
-    if (d->flag) {
-      EXPECT_EQ(first, "off") << "README: --" << name;
-      continue;
-    }
-    if (d->default_value.empty()) {  // no default: the README says what is needed instead
-      EXPECT_EQ(shown.front(), '(') << "README: --" << name << " has no default, but the README shows '" << shown
-                                    << "'";
-      continue;
-    }
-    EXPECT_NO_THROW(d->set(t, first)) << "README: --" << name << " default '" << first << "'";
-    EXPECT_EQ(d->get(t), d->default_value) << "README: --" << name << " default '" << shown << "'";
   }
-  EXPECT_GE(rows, 10) << "the README's option tables were not found";
+  EXPECT_GE(rows, 10) << "no option tables found in README.md or docs/";
+  // Every option a user can set is documented in one of them.
+  for (const TrainOption& o : train_options())
+    EXPECT_TRUE(documented.count(o.name)) << "--" << o.name << " is in no option table of docs/";
 }
 
 // A config that sets each registered DeepSpeed key (in the shape real configs have) maps

@@ -2,7 +2,7 @@
 // resumed with --resume continues bitwise identically (every later loss and the final
 // parameters), in every stage and tier; a checkpoint written by one rank is resumed by N
 // ranks at another ZeRO stage and the other way round (resharding in place), matching the
-// uninterrupted run within the S3 tolerance; corrupted, truncated or mismatched checkpoints
+// uninterrupted run within the ZeRO equivalence tolerance; corrupted, truncated or mismatched checkpoints
 // are refused with a message naming what is wrong; old checkpoints are pruned.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -83,7 +83,7 @@ struct Config {
   std::string optimizer = "none", param = "none";
   std::string model = "configs/gpt2-tiny-bytes.json";
   std::string data = "data/default.txt";
-  std::string states = "f32";  // S17: m, v (and at stages 1-3 with a bf16 compute dtype, the master) in this dtype
+  std::string states = "f32";  // m, v (and at stages 1-3 with a bf16 compute dtype, the master) in this dtype
 };
 
 TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
@@ -212,7 +212,7 @@ std::string message_of(const TrainOptions& o) {
   return "(no error)";
 }
 
-// Whether model-flat offset `at` belongs to a parameter that AdamW decays (S17: with a bf16
+// Whether model-flat offset `at` belongs to a parameter that AdamW decays (with a bf16
 // master, the others keep an f32 master).
 bool decays(const std::string& model, int64_t at) {
   for (const zero::ParamSpan& q : param_table(ModelSpec::load(model)).first)
@@ -220,7 +220,7 @@ bool decays(const std::string& model, int64_t at) {
   return true;
 }
 
-// S17: a checkpoint holds each state in its run's dtype (a bf16 state widens exactly on
+// A checkpoint holds each state in its run's dtype (a bf16 state widens exactly on
 // reading; a bf16 master's parameters without weight decay are f32 as in the run), so a run
 // resumes with other state dtypes, at another stage, once --allow-changes says so: the first
 // resumed step's loss is the writer's own next loss bit for bit (a bf16 master and the bf16
@@ -305,6 +305,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
   }
 }
 
+WORLD_SIZES(1)
 TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
   if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
   const std::string dir = shared_dir("bad");
@@ -352,6 +353,7 @@ TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
   fs::remove_all(dir), fs::remove_all(saved);
 }
 
+WORLD_SIZES(1)
 TEST(Resume, KeepsOnlyTheNewestCheckpoints) {
   if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
   const std::string dir = shared_dir("keep");

@@ -1,4 +1,4 @@
-// The norms', the loss's and the activations' row kernels (cpu/row_kernels.h, S14) on every
+// The norms', the loss's and the activations' row kernels (cpu/row_kernels.h) on every
 // ISA this CPU has, against double references: LayerNorm and RMSNorm forward and backward in
 // f32, bf16 and f16 at widths that leave every tail length, the softmax cross-entropy row, and
 // the GELU and SwiGLU. The AVX-512 set

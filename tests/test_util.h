@@ -81,7 +81,8 @@ inline void expect_close(const float* a, const float* b, size_t n, double atol, 
 // the reference loss, at the weights in the model's f32 master: B×T random tokens with one
 // target masked, h = 1e-2, per element |g - fd| <= 2e-4 + 2e-2·|fd| (the argument is in
 // test_gpt2_grad.cpp). V is the vocabulary, Vp its padded width in the logits.
-// Device memory belongs to the backend (S11): tests read and write a model's buffers by copies.
+// Device memory belongs to the backend (the host may not address it): tests read and write a
+// model's buffers by copies.
 inline std::vector<float> download_f32(Backend& be, TensorView v) {
   std::vector<float> out(size_t(v.numel()));
   be.download(out.data(), v.data, out.size() * 4);

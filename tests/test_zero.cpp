@@ -466,7 +466,7 @@ TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
             EXPECT_LE(row->device - row->scratch, measured) << what << ": the plan overstates the device";
             EXPECT_EQ(row->host, double(r.host_high_water)) << what;
             EXPECT_EQ(row->nvme, double(r.nvme_bytes)) << what;
-            // And the bytes each step moves between the tiers (S16), as metrics.jsonl reports
+            // And the bytes each step moves between the tiers, as metrics.jsonl reports
             // them. A redone speculative update (clipping, in RAM) copies its parameters to
             // the device a second time, which the plan cannot foresee.
             for (const StepRecord& s : r.steps) {
@@ -481,12 +481,14 @@ TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
   std::filesystem::remove_all(nvme_dir);
 }
 
+WORLD_SIZES(1)
 TEST(ZeroEquivalence, UnknownStageIsRefused) {
   TrainOptions o = options_for({}, true);
   o.zero_stage = 4;
   EXPECT_THROW(train(o), Error);
 }
 
+WORLD_SIZES(1)
 TEST(ZeroEquivalence, ParameterCountIsNotDivisibleByThree) {
   EXPECT_NE(tiny_bytes().num_params() % 3, 0) << "pick a config whose Ψ exercises padding";
 }

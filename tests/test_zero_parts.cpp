@@ -242,7 +242,7 @@ namespace strata {
 namespace {
 
 // Every buffer taken and none released yet: acquire waits for a release instead of treating
-// the "taken" mark as an event to wait on (it used to be `this` cast to Event*).
+// the "taken" mark as an event to wait on.
 TEST(StagingPool, AcquireWaitsForAReleaseWhenEveryBufferIsTaken) {
   cpu::CpuBackend be({size_t(64) << 20, 1});
   MemoryBudget host("host", size_t(64) << 20);

@@ -17,7 +17,7 @@
 #     --keep           keep the unpacked system afterwards (default: removed)
 #     --only N         run only the README's N-th command (1: train, 2: tests)
 #     --rebuild-base   debootstrap again instead of reusing DIR/base.tar
-# Needs root and network access to the Debian mirror. Takes 20-30 minutes on 2 cores.
+# Needs root and network access to the Debian mirror. A run takes tens of minutes.
 # Do not run it while the host runs the multinode tests: both use the same test hosts.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -96,7 +96,7 @@ glibcxx_max() { { grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$1" 2>/dev/null || true; } | 
 setup_env() {
   ORIG_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
   local ld=$ROOT/lib sys_cxx ours theirs
-  # libstdc++: the newer of the image's and ours (see is_cxx_runtime).
+  # libstdc++: the newer of the image's and the pack's (see is_cxx_runtime).
   sys_cxx=$({ /sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null || true; } |
     awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
   ours=$(glibcxx_max "$ROOT/lib-cxx/libstdc++.so.6")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs a build made on this Debian 12 machine on a lent GPU machine (one H200, its own
-# Ubuntu-like image) that has CUDA's libraries only as Python wheels and none of Debian's
+# Runs a build made on a Debian 12 machine on a remote GPU machine (its own Ubuntu-like
+# image) that has CUDA's libraries only as Python wheels and none of Debian's
 # (oneDNN, liburing, OpenMPI, sentencepiece, xxHash, gnuplot, ...).
 #
 #   tools/gpu-check.sh pack [BUILD_DIR]   here: binaries + the libraries they need -> .gpu-pack/
@@ -13,7 +13,7 @@
 # and returns at most 8 files written under $OUT, so `run` writes exactly these there:
 #   gpu-check.log  everything printed        summary.txt   the table at the end
 #   <test>.xml     each GPU test's results   bench-results.json / .md, bench-suite.tar.gz
-# `run` stays inside BUDGET_S (default 450 s, under the 8 minutes one call is planned for),
+# `run` stays inside BUDGET_S (default 450 s, under the device tool's limit per command),
 # gives each step its own timeout, goes on after a failed step and exits non-zero if any
 # step failed. Environment knobs: GPU_TESTS, GPU_CHECK_BUDGET_S, GPU_CHECK_ROOT,
 # GPU_CHECK_BENCH_ARGS, GPU_CHECK_SKIP_BENCH=1, GPU_CHECK_NO_MASK=1 (local: do not hide the
@@ -22,10 +22,10 @@ set -euo pipefail
 
 # --- What travels ------------------------------------------------------------------------
 # GPU test binaries (under BUILD_DIR/tests); a name the build lacks is skipped with a note,
-# so a binary that a later milestone adds can be listed before it exists.
+# so the list may name binaries this build does not make.
 GPU_TESTS=${GPU_TESTS:-"test_cuda_parity test_backend test_kernel_math test_kernel_math_attention"}
 # Ignored files (repo-relative) the GPU runs read. Tracked and untracked-not-ignored files
-# travel with the working tree anyway; only ignored ones need packing. None today:
+# travel with the working tree anyway; only ignored ones need packing. None by default:
 # test_cuda_parity makes its data, and the bench suite reads the tracked configs/bench.
 PACK_DATA=${PACK_DATA:-""}
 # OpenMPI (mpirun, orted, the MCA plugins, PMIx): the suite runs `strata train` under mpirun
@@ -36,7 +36,7 @@ PACK_GNUPLOT=${PACK_GNUPLOT:-1}
 # The suite's quick section on the GPU (GPU_CHECK_BENCH_ARGS replaces these). --run-timeout
 # keeps one stuck run from eating the suite's share of the budget.
 read -r -a BENCH_ARGS <<<"${GPU_CHECK_BENCH_ARGS:---quick --device cuda --run-timeout 120}"
-# S3/S4/S5's equivalence with --device cuda (tests/cuda_equivalence.sh): "model precision" pairs.
+# The ZeRO and offload equivalence with --device cuda (tests/cuda_equivalence.sh): "model precision" pairs.
 EQUIVALENCE=${GPU_CHECK_EQUIVALENCE:-"configs/gpt2-tiny-bytes.json:bf16 configs/llama-tiny-bytes.json:f32"}
 
 BUDGET_S=${GPU_CHECK_BUDGET_S:-450}

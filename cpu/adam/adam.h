@@ -1,4 +1,4 @@
-// The fused CPU Adam/AdamW kernel family (S2).
+// The fused CPU Adam/AdamW kernel family.
 //
 // One pass over memory per step: read param, grad, m, v; write param, m, v (28 B/param in
 // f32), plus optionally the updated parameter as bf16/f16 into a separate buffer (2 B/param)
@@ -6,7 +6,7 @@
 // also reports whether any gradient was non-finite, so loss-scale skipping needs no second
 // pass over the gradients.
 //
-// S17 adds the same update on 16-bit states (AdamTensors::m16/v16/param16): m and v in bf16
+// The same update also runs on 16-bit states (AdamTensors::m16/v16/param16): m and v in bf16
 // (8 B of state per parameter instead of 12, 6 with a bf16 master), rounded stochastically or
 // to nearest.
 //
@@ -51,7 +51,7 @@ struct AdamTensors {
   void* param_out = nullptr;  // optional: updated parameter written as out_dtype (RNE)
   DType out_dtype = DType::bf16;
   int64_t n = 0;
-  // S17: 16-bit states. m and v in bf16 (m16, v16 and their _in twins instead of m, v), the
+  // 16-bit states: m and v in bf16 (m16, v16 and their _in twins instead of m, v), the
   // master in bf16 (param16 instead of param), or both. Each state is widened to f32, updated
   // with the same arithmetic as above and rounded back once: stochastically, with 16 random
   // bits per element from (seed, step, index_base + i) — so a resumed run, or the same

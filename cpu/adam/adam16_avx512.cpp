@@ -32,8 +32,8 @@ struct Avx512 {
   static F loadf(const float* p) { return _mm512_loadu_ps(p); }
   static F widen16(I b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
   // 32 bf16 values as two vectors, each half zero-extended and shifted into the high half of
-  // its lanes: 3% faster in cache here than one load and a word permute per vector (2.93-2.99
-  // against 2.19-2.90 G params/s, bench adam --state-dtype bf16 --sizes 1M, alternating).
+  // its lanes: a little faster in cache than one load and a word permute per vector
+  // (strata bench adam --state-dtype bf16 --sizes 1M compares them).
   static void load16x2(const uint16_t* p, F& a, F& b) {
     a = widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
     b = widen16(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16))));

@@ -35,11 +35,11 @@ bool kernel16(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c)
   // (one permute per pair on AVX-512 to pack); rounding skips its NaN handling when no value
   // has one.
   // Each stream's lines kAhead elements on: the loop's arithmetic keeps few iterations in
-  // flight, so the hardware alone leaves the memory system idle (measured: 64M parameters ran
-  // at 0.64 of their in-cache rate without). The loads, prefetches and stores below are
+  // flight, so the hardware prefetcher alone leaves the memory system idle and out-of-cache
+  // sizes run well below their in-cache rate. The loads, prefetches and stores below are
   // spelled out per state on purpose: the same code through helper lambdas (one each for a
-  // state's load, prefetch and f32 store) ran 15% slower here (2.0 against 2.38 G params/s,
-  // strata bench adam --state-dtype bf16 --sizes 64M).
+  // state's load, prefetch and f32 store) ran markedly slower (strata bench adam
+  // --state-dtype bf16 --sizes 64M shows it).
   constexpr int64_t kAhead = 1024;
   const auto prefetch = [](const void* a, int64_t at, int64_t bytes_per) {
     const char* c = static_cast<const char*>(a) + at * bytes_per;

@@ -1,4 +1,4 @@
-// The 16-bit optimizer states' rounding (S17), shared by the CPU Adam (cpu/adam/adam16_*) and
+// The 16-bit optimizer states' rounding, shared by the CPU Adam (cpu/adam/adam16_*) and
 // the CUDA AdamW on bf16 moments, so a state rounds the same way on every ISA and device.
 //
 // Stochastic rounding's random bits: for a step's keys (a function of the run's seed and the

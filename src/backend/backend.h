@@ -7,11 +7,12 @@
 // the backend's compute stream (compute_stream()); the engine ops and copies run on the
 // stream they are given.
 //
-// Device memory belongs to the backend (shared/design.md): a Buffer from allocate() holds
-// a device address that only the backend's ops and copies may dereference. Host code moves
-// bytes in and out with copy_async (or the synchronous upload/download outside the step),
-// and host callbacks (Stream::launch_host) touch host memory only. The CPU backend's opaque
-// mode (STRATA_OPAQUE_DEVICE=1) makes any other access fault, which proves it in tests.
+// Device memory belongs to the backend, so host code runs unchanged on a device whose memory
+// the host cannot address (a GPU's): a Buffer from allocate() holds a device address that
+// only the backend's ops and copies may dereference. Host code moves bytes in and out with
+// copy_async (or the synchronous upload/download outside the step), and host callbacks
+// (Stream::launch_host) touch host memory only. The CPU backend's opaque mode
+// (STRATA_OPAQUE_DEVICE=1) makes any other access fault, which proves it in tests.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -70,10 +71,10 @@ struct AdamWArgs {
   // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
   int isa = 0, threads = 0;
   int64_t tile = int64_t(1) << 16;
-  // S17: m and v in bf16 (m16, v16 instead of m, v) and the master in bf16 (param16 instead
-  // of param: the bf16 compute copy itself), each rounded once per update stochastically from
-  // (seed, t, index_base + i) — index_base: the model-flat index of element 0 — or to nearest
-  // (kernels/math/adam16_math.h).
+  // 16-bit states: m and v in bf16 (m16, v16 instead of m, v) and the master in bf16 (param16
+  // instead of param: the bf16 compute copy itself), each rounded once per update
+  // stochastically from (seed, t, index_base + i) — index_base: the model-flat index of
+  // element 0 — or to nearest (kernels/math/adam16_math.h).
   uint16_t* m16 = nullptr;
   uint16_t* v16 = nullptr;
   uint16_t* param16 = nullptr;

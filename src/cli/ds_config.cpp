@@ -98,7 +98,7 @@ class Block {
         continue;
       }
       throw_error(where(it.key()) + " is not a key Strata knows",
-                  near ? "did you mean '" + best + "'?" : "see the README's table of config keys");
+                  near ? "did you mean '" + best + "'?" : "see the table of config keys in docs/deepspeed-configs.md");
     }
   }
   double number(const std::string& key, const json& v) const {

@@ -4,7 +4,7 @@
 // volumes that nccl-tests' bus bandwidth is defined by (N ranks, `count` elements):
 //   all_reduce      2·(N-1)/N·count      reduce_scatter  (N-1)·count_out
 //   all_gather      (N-1)·count_in       broadcast       count (pipelined ring)
-// so ZeRO's communication volume is measured, not computed (S3 accounting tests).
+// so ZeRO's communication volume is measured, not computed (the ZeRO engine's accounting tests).
 //
 // The bytes are also split by where they go: a collective's volume is spread over this
 // rank's N-1 peers, L-1 of them on its own node and N-L on other nodes (L ranks on the
@@ -160,7 +160,7 @@ class Communicator {
   };
   // Enqueues `c` on s. This default runs the blocking do_* call on the stream's worker
   // (launch_host) with transport addresses: right for MPI on the CPU backend. A transport
-  // that launches on device streams itself (NCCL with the CUDA backend, S13) overrides it.
+  // that launches on device streams itself (NCCL with the CUDA backend) overrides it.
   virtual void enqueue(const Call& c, Stream& s);
   void run_call(const Call& c);  // the blocking collective, counted and hooked
   // A blocking (host-memory) collective starts after this rank's collectives already

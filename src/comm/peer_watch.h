@@ -45,7 +45,7 @@ class PeerWatch {
   int rank_, size_;
   std::vector<std::string> hosts_;
   double timeout_s_;
-  Link links_[2];  // 0: to r+1 (we connected), 1: from r-1 (it connected)
+  Link links_[2];  // 0: to r+1 (this rank connected), 1: from r-1 (it connected)
   int wake_[2] = {-1, -1};
   std::atomic<bool> stop_{false};
   std::thread thread_;

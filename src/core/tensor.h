@@ -11,7 +11,7 @@
 
 namespace strata {
 
-// Where bytes live. The tier manager (S4/S5) moves partitions between them.
+// Where bytes live. The tier manager and the offload engine move partitions between them.
 enum class Tier : uint8_t { device, host, nvme };
 std::string_view tier_name(Tier t);
 

@@ -68,7 +68,7 @@ GPT2::GPT2(Backend& backend, GPT2Config config, int micro_batch, int seq_len, DT
     : Transformer(backend, {config.n_layer, config.n_embd, config.vocab_size, config.max_seq_len, "n_positions"},
                   gpt2_unit_layout(config), int(GPT2Param::count), micro_batch, seq_len, compute_dtype, storage, hooks),
       cfg_(config) {
-  // f16 activations overflow past 65504; fp16 runs pair them with loss scaling (S3).
+  // f16 activations overflow past 65504; fp16 runs pair them with loss scaling.
   const GPT2Activations al = gpt2_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
   const ArenaLayout& lay = al.lay;
   Buffer& act = allocate_activations(lay.bytes());

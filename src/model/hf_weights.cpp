@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// HF's name for a unit-layout tensor, and whether its HF layout is the transpose of ours.
+// HF's name for a unit-layout tensor, and whether its HF layout is the transpose of Strata's.
 std::pair<std::string, bool> hf_name(const ParamSpec& s) {
   const std::string h = "h." + std::to_string(s.layer) + ".";
   switch (gpt2_kind(s)) {
@@ -280,7 +280,7 @@ void HfWeights::load_tensor(size_t i) const {
   } else {
     raw_.resize(size_t(e.count));
     f.read_f32(t, 0, raw_);
-    // HF [cols, rows] -> ours [rows, cols], in tiles so both sides stay in cache.
+    // HF [cols, rows] -> Strata's [rows, cols], in tiles so both sides stay in cache.
     constexpr int64_t tile = 64;
     for (int64_t c0 = 0; c0 < e.cols; c0 += tile)
       for (int64_t r0 = 0; r0 < e.rows; r0 += tile)

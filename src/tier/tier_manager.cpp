@@ -110,14 +110,15 @@ TierManager::~TierManager() {
 }
 
 MemoryBudget& TierManager::budget(Tier t) {
-  STRATA_CHECK(t != Tier::nvme, "the NVMe tier", "NVMe arrives with --offload-* nvme (S5)");
+  STRATA_CHECK(t != Tier::nvme, "the NVMe tier", "NVMe holds only the optimizer's swap files (--offload-* nvme)");
   return t == Tier::device ? be_.budget() : host_budget_;
 }
 
 Buffer TierManager::allocate(Tier t, size_t bytes, const std::string& name, bool pinned) {
   partitions_.push_back({name, t, bytes});
   if (t == Tier::device) return be_.allocate(bytes, name);
-  STRATA_CHECK(t == Tier::host, "partition '" + name + "' on the NVMe tier", "NVMe arrives in S5");
+  STRATA_CHECK(t == Tier::host, "partition '" + name + "' on the NVMe tier",
+               "NVMe holds only the optimizer's swap files (--offload-* nvme)");
   host_budget_.charge(bytes, "'" + name + "'");
   void* p = nullptr;
   try {

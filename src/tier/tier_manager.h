@@ -1,4 +1,4 @@
-// The tier manager: device memory, host RAM and (S5) NVMe as tiers of one memory.
+// The tier manager: device memory, host RAM and NVMe as tiers of one memory.
 //
 // Each tier has a capacity budget (--device-mem, --host-mem); every partition is allocated
 // through here with its home tier and registered by name, so a tier that would overflow is
@@ -22,7 +22,7 @@
 
 namespace strata::tier {
 
-enum class Edge { d2h, h2d, count };  // S5 adds host<->nvme
+enum class Edge { d2h, h2d, count };  // host<->NVMe: the NVMe store counts its own bytes
 std::string_view edge_name(Edge e);
 
 struct TierOptions {

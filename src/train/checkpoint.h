@@ -1,4 +1,4 @@
-// Sharded, atomic checkpoints (S6).
+// Sharded, atomic checkpoints.
 //
 // OUT/checkpoints/step-00000012/
 //   manifest.json                          trainer state + every file's size and xxHash64

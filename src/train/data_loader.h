@@ -1,6 +1,6 @@
 // Deterministic batches. Sample i of the run depends on (seed, i) alone, so the sequence of
 // samples does not depend on thread count, world size or how a global batch is split into
-// micro-batches (S3 relies on this).
+// micro-batches (the ZeRO equivalence tests rely on this).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -2,7 +2,7 @@
 // default, its parser, its check, its help and the DeepSpeed key that maps to it. The CLI
 // builds its parser, --help and --print-config from this table, `strata plan` takes the
 // options it shares from it, validate_options runs every option's check from it, and tests
-// hold the README's option tables and the --config mapping to it.
+// hold the option tables of README.md and docs/ and the --config mapping to it.
 #pragma once
 #include <functional>
 #include <string>

@@ -20,8 +20,8 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
   const double part = (padded_psi > 0 ? padded_psi : psi) / ranks;
   // Mixed: 2-byte compute params and grads, f32 master + m + v (K = 12). f32: the master is
   // the parameter (4 B), 4-byte grads, m + v (8 B), and partitioned stages keep a separate
-  // f32 master shard beside the replicated parameters (the engine's layout). S17: a bf16
-  // master is 2 B and bf16 m + v 4 B (K = 6 with both).
+  // f32 master shard beside the replicated parameters (the engine's layout). 16-bit
+  // states: a bf16 master is 2 B and bf16 m + v 4 B (K = 6 with both).
   const double p = mixed ? 2 : 4, g = mixed ? 2 : 4;
   const double w = double(states.master_bytes()), mv = 2.0 * double(states.moment_bytes());
   switch (stage) {

@@ -1,4 +1,4 @@
-// What the trainer reports of a step (S12: train() as setup, a step loop and reporters):
+// What the trainer reports of a step (train() is setup, a step loop and these reporters):
 // the timeline object of a metrics.jsonl line, and the progress line on stderr.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
 // What train() builds before its step loop, each from the options alone: the training data
-// and the ZeRO engine's options (S12: train() reads as setup, a step loop and reporters).
+// and the ZeRO engine's options (train() is this setup, a step loop and reporters).
 #pragma once
 #include <memory>
 #include <string>

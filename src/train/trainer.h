@@ -70,7 +70,7 @@ struct TrainOptions {
   int64_t loss_scale_window = 1000;
   int hysteresis = 2;
   double min_loss_scale = 1;
-  // Tiers and offload (S4).
+  // Tiers and offload.
   size_t host_mem = 0;                      // --host-mem: the host tier's budget per rank (0: node RAM / its ranks)
   std::string offload_optimizer = "none";   // none | cpu | nvme
   std::string offload_param = "none";       // none | cpu | nvme (stage 3; the optimizer's tier)
@@ -85,7 +85,7 @@ struct TrainOptions {
   std::function<void(std::span<const float>)> on_step_error;
   double offload_ratio = 1.0;
   std::string speculative_step = "auto";  // auto | true | false (zero::speculative_step_for)
-  // S17: the optimizer's state dtypes (f32 | bf16; a bf16 master at stages 1-3) and a 16-bit
+  // The optimizer's state dtypes (f32 | bf16; a bf16 master at stages 1-3) and a 16-bit
   // state's rounding.
   std::string optimizer_state_dtype = "f32";  // m and v
   std::string master_dtype = "f32";
@@ -100,7 +100,7 @@ struct TrainOptions {
   int device_threads = 0;
   int host_threads = 0;
   bool bind_cpus = false;
-  // Checkpoints (S6): OUT/checkpoints/step-N every save_every steps and after the last one.
+  // Checkpoints: OUT/checkpoints/step-N every save_every steps and after the last one.
   int64_t save_every = 0;          // 0: no checkpoints
   int keep_checkpoints = 2;        // complete checkpoints kept, newest first (0: all)
   bool resume = false;             // continue from the newest complete checkpoint in out (fresh if none)

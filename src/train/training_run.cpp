@@ -159,7 +159,7 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
   if (std::filesystem::is_directory(model_path)) m.run["model_dir"] = std::filesystem::absolute(model_path).string();
   const std::vector<zero::ZeroEngine::StatePiece> pieces = engine->state_pieces(int64_t(1) << 22);
   static const char* kinds[3] = {"master", "m", "v"};
-  // S17: each state is stored in its own dtype, so a bf16 state's checkpoint is half an f32
+  // Each optimizer state is stored in its own dtype, so a bf16 state's checkpoint is half an f32
   // one's (a bf16 master's parameters without weight decay keep f32, as in the run). The
   // engine reads states widened to f32, which narrows back exactly.
   zero::StateFormat format;

@@ -1,8 +1,8 @@
 // The order in which a step uses its units' parameters, recorded during the first step and
-// replayed afterwards, so stage 3 (and the parameter tiers of S4/S5) can fetch ahead of use
-// and release after the last use. A step is a sequence of passes (each forward and each
-// backward of each micro-batch); within a pass a unit may be used several times (GPT-2's
-// tied embedding: the encoder and the LM head).
+// replayed afterwards, so stage 3 (and parameters offloaded to host RAM or NVMe) can fetch
+// ahead of use and release after the last use. A step is a sequence of passes (each forward
+// and each backward of each micro-batch); within a pass a unit may be used several times
+// (GPT-2's tied embedding: the encoder and the LM head).
 //
 // Recording starts with the first step; at its end the sequence becomes the plan. If a
 // later step deviates (another unit where the plan expects one), the rest of that step

@@ -27,7 +27,7 @@ class AdamW {
     int64_t offset, count;
     bool decay;
     int64_t index = 0;  // the model-flat index of element `offset` (16-bit states' rounding)
-    // S17, a bf16 master: where this group's f32 master starts in the f32 masters' buffer
+    // With a bf16 master: where this group's f32 master starts in the f32 masters' buffer
     // when it keeps one (StateFormat::master_of; -1: its master is the bf16 compute copy).
     int64_t master_at = -1;
   };

@@ -1,4 +1,4 @@
-// The device's master parameters, read and written as f32 whatever they are kept in (S17):
+// The device's master parameters, read and written as f32 whatever they are kept in:
 // the f32 master (the shard's at stages 1-3, the model's at stage 0), or a bf16 master —
 // the bf16 compute shard itself — with the f32 masters that parameters without weight decay
 // keep beside it (AdamW::Group::master_at). Engine set-up, checkpoints and export go through

@@ -55,7 +55,7 @@ void check_zero_options(const ZeroOptions& o, int world) {
   STRATA_CHECK(!o.offload_param || (o.offload_optimizer && o.offload_ratio == 1.0),
                "--offload-param cpu without the whole optimizer on the host",
                "add --offload-optimizer cpu (and --offload-ratio 1): the parameters' updates are made on the host");
-  // S17: bf16 states live in any tier. A bf16 master is the compute shard, which stage 0 does
+  // bf16 states live in any tier. A bf16 master is the compute shard, which stage 0 does
   // not have: there the model's own f32 parameters are the master.
   const StateFormat& f = o.states;
   STRATA_CHECK(
@@ -118,7 +118,7 @@ std::vector<AdamW::Group> optimizer_groups(const PartitionLayout& layout, const 
 
 namespace {
 
-// S17: beside a bf16 master, the parameters without weight decay keep an f32 one. The most
+// Beside a bf16 master, the parameters without weight decay keep an f32 one. The most
 // elements of those any rank's optimizer groups hold within shard offsets [lo, hi): the plan
 // is every rank's, so its buffers are sized for that rank.
 int64_t most_f32_masters(const PartitionLayout& lay, const StagePolicy& pol, int world, const StateFormat& states,

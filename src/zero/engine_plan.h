@@ -50,7 +50,7 @@ struct EnginePlan {
   StagePolicy policy{};
   int world = 1;
   DType compute = DType::f32;                 // also the gradients' dtype
-  StateFormat states;                         // the host optimizer's state dtypes (S17)
+  StateFormat states;                         // the host optimizer's state dtypes
   PartitionLayout layout;                     // params marked persistent where stage 3 keeps them whole
   BucketPlan reduce, gather;                  // reduce-scatter (and stage-0 all-reduce) / stage 1-2 all-gather
   std::vector<std::vector<int>> unit_groups;  // sub-groups of each unit, ascending

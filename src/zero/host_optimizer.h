@@ -1,14 +1,14 @@
-// The host side of an offloaded optimizer (S4 --offload-optimizer cpu, S5 nvme): this
+// The host side of an offloaded optimizer (--offload-optimizer cpu or nvme): this
 // rank's master, m and v for shard offsets [begin, end), with the gradient accumulator
 // (in the run's gradient dtype, always in host RAM), updated chunk by chunk by the CPU Adam
-// on the host stream. The states are f32, or (S17, StateFormat) m and v and/or the master in
+// on the host stream. The states are f32, or (StateFormat) m and v and/or the master in
 // bf16: the interface below stays f32 (widened on reads, rounded to nearest on writes, which
 // gives back a widened bf16 exactly), so checkpoints (which store each state in its dtype),
 // export and resharding see f32 states. Beside a bf16 master, the groups without weight
 // decay (norm gains, biases) keep an f32 master in RAM, whatever the tier
 // (StateFormat::master_of); the bf16 master holds their rounding to nearest.
 //
-// Where the states live: host RAM, or (S5) an NVMe swap file, in regions master | m | v
+// Where the states live: host RAM, or an NVMe swap file, in regions master | m | v
 // (and, with parameters offloaded too and an f32 master, the 16-bit parameters; a bf16
 // master is those parameters). On NVMe each update swaps
 // its chunk through a ring of three host buffers: while Adam runs on chunk c, the read of
@@ -55,7 +55,7 @@ struct HostOptimizerSizes {
   bool keep = false;                // the 16-bit parameters are kept apart from the master
   uint64_t nvme_bytes = 0;          // the swap file
   uint64_t param_cache = 0;         // NVMe parameters: the top of the shard kept in RAM through a step (plan_engine)
-  int64_t f32_master_elements = 0;  // S17: parameters without weight decay beside a bf16 master
+  int64_t f32_master_elements = 0;  // parameters without weight decay beside a bf16 master
   // Their f32 masters, every copy, always in RAM.
   uint64_t f32_masters() const { return uint64_t(copies) * uint64_t(f32_master_elements) * 4; }
   uint64_t host_bytes() const { return grads + states + compute + swap + bounce + param_cache + f32_masters(); }
@@ -162,7 +162,7 @@ class HostOptimizer {
   DType compute_dtype_;
   std::vector<AdamW::Group> groups_;                  // clipped to [begin, end), offsets relative to begin
   Buffer master_[2], m_[2], v_[2], grads_, compute_;  // RAM states
-  // S17: with a bf16 master, the groups without weight decay keep an f32 master here (in
+  // With a bf16 master, the groups without weight decay keep an f32 master here (in
   // RAM, whatever the tier: a few per mille of the elements); f32_at_[k] is group k's first
   // element in it (-1: none). The bf16 master holds its rounding to nearest, the compute copy.
   std::vector<int64_t> f32_at_;

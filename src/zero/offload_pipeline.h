@@ -1,4 +1,4 @@
-// The offloaded part of this rank's optimizer (S4, S5 on NVMe): shard offsets
+// The offloaded part of this rank's optimizer (in host RAM or on NVMe): shard offsets
 // [plan.host_begin, shard), cut into chunks that fit a staging buffer. Each reduced bucket's
 // chunks travel device→host through the pinned staging pool, are accumulated on the host
 // (with their square sums for the norm) and, on the step's last micro-batch, updated by the

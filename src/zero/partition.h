@@ -7,7 +7,7 @@
 // persistent and partitioned-at-stage-3 parameters; a parameter
 // larger than `sub_group_size` is cut into several sub-groups. Each sub-group of n elements
 // is padded to P = ceil(n / (N·align))·N·align, so rank r owns [r·P/N, (r+1)·P/N) of it.
-// The engine (S3) stores sub-groups back to back in that padded space.
+// The ZeRO engine stores sub-groups back to back in that padded space.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,4 +1,4 @@
-// This rank's committed optimizer state for checkpoints (S6): which model-flat pieces it
+// This rank's committed optimizer state for checkpoints: which model-flat pieces it
 // saves, and reading or restoring them wherever they live — the device's part of the shard
 // (at stage 0, the model's master and AdamW's moments by flat offset) and the host's part in
 // RAM or on NVMe, where whole aligned blocks are read and written.

@@ -1,4 +1,4 @@
-// The bytes one training step moves over each tier edge on this rank (S16), computed from
+// The bytes one training step moves over each tier edge on this rank, computed from
 // the engine's plan: what `strata plan` states per row and what metrics.jsonl reports per
 // step (tests hold the two equal), with the least the drive must carry for the same
 // options and host budget beside it.

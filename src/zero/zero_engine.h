@@ -25,7 +25,7 @@
 // in f32 runs, the compute dtype (bf16/f16) in mixed precision, as the paper counts them.
 // Communication work runs on its own stream (--overlap-comm), never on the compute thread.
 //
-// Offload (S4, with a TierManager): the top --offload-ratio of the shard keeps its master,
+// Offload (with a TierManager): the top --offload-ratio of the shard keeps its master,
 // m, v and gradient accumulator in host RAM. Each reduced bucket's host part goes
 // device→host through the pinned staging pool as soon as it is reduced, is accumulated on
 // the host, and — on the step's last micro-batch — updated by the CPU Adam while backward
@@ -125,7 +125,7 @@ class ZeroEngine final : public UnitHooks {
   // After a failed step: lets every stream's queued work finish, dropping their errors.
   void quiesce();
 
-  // Checkpoints (S6), through ShardState (shard_state.h): what this rank saves of the
+  // Checkpoints, through ShardState (shard_state.h): what this rank saves of the
   // committed optimizer state, in model-flat pieces.
   using StatePiece = zero::StatePiece;
   std::vector<StatePiece> state_pieces(int64_t max_count) const;
@@ -200,7 +200,7 @@ class ZeroEngine final : public UnitHooks {
   std::unique_ptr<Communicator> hpz_comm_;  // hpZ: the group's communicator
   std::unique_ptr<ParamCoordinator> params_;
 
-  // Offload (S4): the host part [plan_.host_begin, shard) of this rank's optimizer, and the
+  // Offload: the host part [plan_.host_begin, shard) of this rank's optimizer, and the
   // pipeline that moves its chunks and runs its updates.
   std::unique_ptr<HostOptimizer> host_;
   std::unique_ptr<OffloadPipeline> offload_;

@@ -18,7 +18,7 @@ struct StagePolicy {
   static StagePolicy for_stage(int stage);
 };
 
-// S17: the dtypes of the host's optimizer states and how a 16-bit state is rounded. m and v
+// The dtypes of the host's optimizer states and how a 16-bit state is rounded. m and v
 // in bf16 halve their bytes; a bf16 master (with --precision bf16) is the compute copy too,
 // so a parameter costs 2 + 2 + 2 bytes of state instead of 4 + 4 + 4 (+ 2).
 struct StateFormat {
@@ -46,7 +46,7 @@ struct ZeroOptions {
   int64_t max_live_params = 0;  // stage 3: gathered elements at once (0: from the prefetch depth)
   int hpz_partition_size = 1;   // stage 3: ranks per secondary partition (1: none)
   bool overlap_comm = true;     // communication on its own stream
-  // S4: tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
+  // Tiers. The optimizer (master, m, v) of the top `offload_ratio` of this rank's shard
   // lives in host RAM and is updated there by the CPU Adam; stage 3 can keep its parameter
   // shard in host RAM too (then the whole optimizer is offloaded).
   bool offload_optimizer = false;  // --offload-optimizer cpu
@@ -54,15 +54,15 @@ struct ZeroOptions {
   bool offload_param = false;      // --offload-param cpu (stage 3)
   bool speculative_step = true;    // host Adam during backward, rolled back when needed (resolved: see below)
   int host_threads = 1;            // CPU Adam threads on the host side
-  // S5: the offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
+  // The offloaded states live on NVMe (swap files under nvme.dir) instead of host RAM.
   bool nvme = false;
   io::NvmeOptions nvme_options;
-  StateFormat states;  // S17: the host optimizer's state dtypes
+  StateFormat states;  // the host optimizer's state dtypes
 };
 
 // --speculative-step auto: speculate unless the states are on NVMe and clipping is on. A
 // clipped step (most steps of most runs, at --grad-clip 1) redoes the speculative update,
-// which in RAM costs CPU time but on NVMe reads and writes every state twice (S16).
+// which in RAM costs CPU time but on NVMe reads and writes every state twice.
 inline bool speculative_step_for(const std::string& mode, bool nvme, double grad_clip) {
   return mode == "true" || (mode == "auto" && !(nvme && grad_clip > 0));
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Multinode checks run by ctest (label multinode) across the test hosts (testhosts.sh):
 #   multinode_test.sh BUILD_DIR CASE
-#   equivalence  the S3 ZeRO equivalence tests (stages 0-3) and hpZ, 4 ranks over 2 hosts
-#   offload      an S4 offload run (stage 3, optimizer and parameters in host RAM; stage 2 on
+#   equivalence  the ZeRO equivalence tests (stages 0-3) and hpZ, 4 ranks over 2 hosts
+#   offload      an offload run (stage 3, optimizer and parameters in host RAM; stage 2 on
 #                NVMe, each host its own --nvme-path) over 2 hosts: losses as on one host; a
 #                rank failing at start-up (host 1's directory missing) stops the others at once
 #   sigkill      SIGKILL of one rank on host 1: the job ends within 60 s, survivors name the
