@@ -17,9 +17,9 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "cpu/adam/adam.h"
-#include "cpu/adam/adam_kernels.h"
-#include "cpu/host_memory.h"
+#include "host/adam/adam.h"
+#include "host/adam/adam_kernels.h"
+#include "host/host_memory.h"
 
 namespace strata::bench {
 
@@ -30,8 +30,8 @@ using clock_type = std::chrono::steady_clock;
 struct HostArray {
   float* p;
   size_t bytes;
-  HostArray(size_t n, const char* tag) : p(static_cast<float*>(cpu::host_alloc(n * 4, tag))), bytes(n * 4) {}
-  ~HostArray() { cpu::host_free(p, bytes); }
+  HostArray(size_t n, const char* tag) : p(static_cast<float*>(host::host_alloc(n * 4, tag))), bytes(n * 4) {}
+  ~HostArray() { host::host_free(p, bytes); }
 };
 
 std::string default_peer() {
@@ -70,9 +70,9 @@ double run_peer(const std::string& exe, long long n, int threads, int repeats, c
 }  // namespace
 
 int run_adam_bench(const AdamBenchOptions& o) {
-  cpu::AdamOptions ao{cpu::parse_adam_isa(o.isa), o.threads, 1 << 16};
-  if (ao.isa == cpu::AdamIsa::automatic) ao.isa = cpu::adam_default_isa();
-  STRATA_CHECK(cpu::adam_isa_supported(ao.isa), "--isa " + o.isa + " is not supported by this CPU", "use --isa auto");
+  host::AdamOptions ao{host::parse_adam_isa(o.isa), o.threads, 1 << 16};
+  if (ao.isa == host::AdamIsa::automatic) ao.isa = host::adam_default_isa();
+  STRATA_CHECK(host::adam_isa_supported(ao.isa), "--isa " + o.isa + " is not supported by this CPU", "use --isa auto");
   int threads = o.threads;
 #ifdef _OPENMP
   if (threads <= 0) threads = omp_get_max_threads();
@@ -80,15 +80,15 @@ int run_adam_bench(const AdamBenchOptions& o) {
   ao.threads = threads;
   std::string pinned = "no";
   sched_getaffinity(0, sizeof g_unpinned, &g_unpinned);
-  if (o.pin) pinned = cpu::pin_threads_to_physical_cores(threads);
+  if (o.pin) pinned = host::pin_threads_to_physical_cores(threads);
   const std::string peer = o.peer == "auto" ? default_peer() : o.peer == "none" ? "" : o.peer;
-  const bool wide = ao.isa == cpu::AdamIsa::avx512;
+  const bool wide = ao.isa == host::AdamIsa::avx512;
   const bool s16 = o.state_dtype == "bf16", p16 = o.master_dtype == "bf16";
   // Bytes a parameter moves: the master and m, v read and written, the f32 gradient read.
   const double bpp = 2.0 * (p16 ? 2 : 4) + 4.0 + 4.0 * (s16 ? 2 : 4);
   std::printf(
       "bench adam: isa %s, %d threads (pinned: %s), tile %lld, best of %d; master %s, m and v %s%s, %.0f B/param\n",
-      std::string(cpu::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats,
+      std::string(host::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats,
       p16 ? "bf16" : "f32", s16 ? "bf16" : "f32",
       s16 || p16 ? (o.stochastic ? " (stochastic rounding)" : " (round to nearest)") : "", bpp);
   std::printf("%12s %12s %12s %12s %10s %14s %14s %10s %10s\n", "params", "bound GB/s", "adam GB/s", "adam Gp/s",
@@ -103,8 +103,8 @@ int run_adam_bench(const AdamBenchOptions& o) {
       v(size_t(max_n), "bench:v");
   HostArray out_buf(size_t(max_n) / 2 + 1, "bench:bf16_out");
   void* out = out_buf.p;
-  for (float* a : {p.p, g.p, m.p, v.p}) cpu::first_touch_zero(a, max_n, ao);
-  cpu::first_touch_zero(out_buf.p, max_n / 2 + 1, ao);
+  for (float* a : {p.p, g.p, m.p, v.p}) host::first_touch_zero(a, max_n, ao);
+  host::first_touch_zero(out_buf.p, max_n / 2 + 1, ao);
   const int64_t tile = ao.tile;
   {
     const int64_t tiles = (max_n + tile - 1) / tile;
@@ -122,7 +122,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
     // The bound (same access pattern, trivial arithmetic, same threads and tiles), the
     // kernel, and the kernel with the bf16 copy-out, interleaved in every repetition so a
     // drift in the machine's bandwidth hits all three alike; the best of each is kept.
-    cpu::AdamTensors t;
+    host::AdamTensors t;
     t.grad = g.p, t.n = n, t.stochastic = o.stochastic, t.seed = 1;
     if (p16)
       t.param16 = reinterpret_cast<uint16_t*>(p.p);
@@ -132,9 +132,9 @@ int run_adam_bench(const AdamBenchOptions& o) {
       t.m16 = reinterpret_cast<uint16_t*>(m.p), t.v16 = reinterpret_cast<uint16_t*>(v.p);
     else
       t.m = m.p, t.v = v.p;
-    cpu::AdamTensors tc = t;
+    host::AdamTensors tc = t;
     tc.param_out = out, tc.out_dtype = DType::bf16;
-    cpu::AdamHyper h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, true, true, 1, 1.0f};
+    host::AdamHyper h{1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, true, true, 1, 1.0f};
     double t_bound = 1e30, t_adam = 1e30, t_copy = 1e30;
     auto timed = [](double& best, auto&& f) {
       const auto t0 = clock_type::now();
@@ -149,18 +149,18 @@ int run_adam_bench(const AdamBenchOptions& o) {
           const int64_t b = k * tile, e = std::min<int64_t>(n, b + tile);
           if (s16 || p16) {
             if (wide)
-              cpu::adam_impl::stream_bound16_avx512(p.p, p16, m.p, v.p, s16, g.p, b, e);
+              host::adam_impl::stream_bound16_avx512(p.p, p16, m.p, v.p, s16, g.p, b, e);
             else
-              cpu::adam_impl::stream_bound16_avx2(p.p, p16, m.p, v.p, s16, g.p, b, e);
+              host::adam_impl::stream_bound16_avx2(p.p, p16, m.p, v.p, s16, g.p, b, e);
           } else if (wide) {
-            cpu::adam_impl::stream_bound_avx512(p.p, m.p, v.p, g.p, b, e);
+            host::adam_impl::stream_bound_avx512(p.p, m.p, v.p, g.p, b, e);
           } else {
-            cpu::adam_impl::stream_bound_avx2(p.p, m.p, v.p, g.p, b, e);
+            host::adam_impl::stream_bound_avx2(p.p, m.p, v.p, g.p, b, e);
           }
         }
       });
-      timed(t_adam, [&] { cpu::adam_step(t, h, ao); });
-      timed(t_copy, [&] { cpu::adam_step(tc, h, ao); });
+      timed(t_adam, [&] { host::adam_step(t, h, ao); });
+      timed(t_copy, [&] { host::adam_step(tc, h, ao); });
     }
     const double nn = double(n);
     const double bound_gbs = bpp * nn / t_bound * 1e-9, adam_gbs = bpp * nn / t_adam * 1e-9;
@@ -191,7 +191,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
   if (peer.empty())
     std::printf("  (no DeepSpeed peer: build one with bench/peers/build_ds_cpu_adam.sh, then --peer PATH)\n");
   nlohmann::json result = {{"bench", "adam"},
-                           {"isa", cpu::adam_isa_name(ao.isa)},
+                           {"isa", host::adam_isa_name(ao.isa)},
                            {"threads", threads},
                            {"pinned", pinned},
                            {"state_dtype", s16 ? "bf16" : "f32"},

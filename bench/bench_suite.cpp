@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backend/device.h"
 #include "bench/subprocess.h"
 #include "bench/suite_report.h"
 #include "bench/suite_spec.h"
@@ -100,6 +101,7 @@ class Runner {
     in.device_bytes = double(parse_bytes(r.device_mem, "device_mem"));
     in.host_bytes = host_budget(r.ranks);
     in.threads = threads_per_rank(r.ranks);
+    in.device = resolve_device(o_.device);  // the plan charges that backend's op scratch
     in.reduce_bucket = r.reduce_bucket_size, in.allgather_bucket = r.allgather_bucket_size;
     in.persistence_threshold = r.param_persistence_threshold;
     return in;

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <vector>
 
-#include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
+#include "host/convert.h"
 
 namespace strata::bench {
 
@@ -52,8 +52,8 @@ GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DTyp
   std::vector<uint16_t> a16(most), b16(most);
   const bool low = dtype != DType::f32;
   if (low) {
-    cpu::convert_from_f32(a16.data(), dtype, a.data(), most);
-    cpu::convert_from_f32(b16.data(), dtype, b.data(), most);
+    host::convert_from_f32(a16.data(), dtype, a.data(), most);
+    host::convert_from_f32(b16.data(), dtype, b.data(), most);
   }
   GemmBound r;
   double seconds = 0, largest = 0;

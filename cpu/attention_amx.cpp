@@ -6,9 +6,9 @@
 #include "core/error.h"
 #include "cpu/attention_amx_rows.h"
 #include "cpu/attention_rows.h"
-#include "cpu/convert.h"
 #include "cpu/gemm_amx.h"
-#include "cpu/simd.h"
+#include "host/convert.h"
+#include "host/simd.h"
 
 namespace strata::cpu {
 
@@ -25,7 +25,7 @@ void blocks(int64_t T, F&& f) {
 
 // dst[r, 0:cols] = bf16(src[r, 0:cols]) for rows [r0, r1), both with row stride ld.
 void round_rows(bf16* dst, const float* src, int64_t ld, int64_t r0, int64_t r1, int64_t cols) {
-  for (int64_t r = r0; r < r1; ++r) convert_from_f32(dst + r * ld, DType::bf16, src + r * ld, size_t(cols));
+  for (int64_t r = r0; r < r1; ++r) host::convert_from_f32(dst + r * ld, DType::bf16, src + r * ld, size_t(cols));
 }
 
 // C[hd, T] = a[hd, T] · B[T, T] where B (row-major bf16, row stride T) is zero above the
@@ -81,7 +81,7 @@ void attention_amx_forward_head(bf16* out, int64_t ldo, float* lse, const HeadVi
       values(r0, r1);
     });
   }
-  for (int64_t t = 0; t < T; ++t) convert_from_f32(out + t * ldo, DType::bf16, o + t * hd, size_t(hd));
+  for (int64_t t = 0; t < T; ++t) host::convert_from_f32(out + t * ldo, DType::bf16, o + t * hd, size_t(hd));
 }
 
 void attention_amx_backward_head(bf16* dq, bf16* dk, bf16* dv, int64_t lddx, const bf16* dout, const bf16* out,
@@ -132,7 +132,7 @@ void attention_amx_backward_head(bf16* dq, bf16* dk, bf16* dv, int64_t lddx, con
   blocks(T, [&](int64_t r0, int64_t r1) {                   // dq = dS·k·scale
     amx_gemm(r1 - r0, hd, r1, scale, dS16 + r0 * T, T, kb, T, 0, dqf + r0 * hd, hd);
   });
-  for (int64_t t = 0; t < T; ++t) convert_from_f32(dq + t * lddx, DType::bf16, dqf + t * hd, size_t(hd));
+  for (int64_t t = 0; t < T; ++t) host::convert_from_f32(dq + t * lddx, DType::bf16, dqf + t * hd, size_t(hd));
   amx_store_transposed(dk, lddx, dkT, T, hd);
   amx_store_transposed(dv, lddx, dvT, T, hd);
 }

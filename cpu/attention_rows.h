@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/simd.h"
+#include "host/simd.h"
 #include "kernels/math/dropout_math.h"
 
 namespace strata::cpu {

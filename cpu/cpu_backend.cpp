@@ -11,10 +11,10 @@
 #include <omp.h>
 #endif
 
-#include "cpu/adam/adam.h"
-#include "cpu/engine_ops.h"
-#include "cpu/host_memory.h"
 #include "cpu/ops.h"
+#include "host/adam/adam.h"
+#include "host/engine_ops.h"
+#include "host/host_memory.h"
 
 namespace strata::cpu {
 
@@ -50,24 +50,24 @@ Buffer CpuBackend::allocate_memory(size_t bytes, const std::string& tag, bool ta
   if (trace) std::fprintf(stderr, "strata: device allocation '%s' %zu bytes\n", tag.c_str(), bytes);
   void* p = nullptr;
   try {
-    p = host_alloc(bytes, tag.c_str());
+    p = host::host_alloc(bytes, tag.c_str());
   } catch (...) {
     budget_.release(bytes);
     throw;
   }
   return Buffer(tagged ? tag_device(p) : p, bytes, Tier::device, tag, [this](void* ptr, size_t n) {
-    cpu::host_free(host_address(ptr), n);
+    host::host_free(host_address(ptr), n);
     budget_.release(n);
   });
 }
 
 void* CpuBackend::host_allocate(size_t bytes, bool pinned, const std::string& tag) {
-  void* p = cpu::host_alloc(bytes, tag.c_str());
+  void* p = host::host_alloc(bytes, tag.c_str());
   if (pinned && p) {
     try {
-      cpu::host_lock(p, bytes, tag.c_str());
+      host::host_lock(p, bytes, tag.c_str());
     } catch (...) {
-      cpu::host_free(p, bytes);
+      host::host_free(p, bytes);
       throw;
     }
   }
@@ -75,8 +75,8 @@ void* CpuBackend::host_allocate(size_t bytes, bool pinned, const std::string& ta
 }
 
 void CpuBackend::host_free(void* p, size_t bytes, bool pinned) {
-  if (pinned && p) cpu::host_unlock(p, bytes);
-  cpu::host_free(p, bytes);
+  if (pinned && p) host::host_unlock(p, bytes);
+  host::host_free(p, bytes);
 }
 
 std::unique_ptr<Stream> CpuBackend::make_stream(const std::string& name) { return std::make_unique<CpuStream>(name); }
@@ -141,7 +141,8 @@ void CpuBackend::convert(void* dst, DType dst_t, const void* src, DType src_t, i
   if (n <= 0) return;
   DeviceOp op;
   op.run = [](const DeviceOp& o) {
-    convert_accumulate(host_address(o.p[0]), DType(o.i[1]), host_address(o.p[1]), DType(o.i[2]), o.i[0], o.i[3] != 0);
+    host::convert_accumulate(host_address(o.p[0]), DType(o.i[1]), host_address(o.p[1]), DType(o.i[2]), o.i[0],
+                             o.i[3] != 0);
   };
   op.p[0] = dst;
   op.p[1] = const_cast<void*>(src);
@@ -155,7 +156,7 @@ void CpuBackend::sum_squares(double* out, const void* x, DType t, int64_t n, boo
   // stream serially. The chunks are fixed by n, so the result is the same either way.
   op.run = [](const DeviceOp& o) {
     double* acc = host_address(static_cast<double*>(o.p[0]));
-    const double sq = cpu::sum_squares(host_address(o.p[1]), DType(o.i[1]), o.i[0], o.i[3] != 0);
+    const double sq = host::sum_squares(host_address(o.p[1]), DType(o.i[1]), o.i[0], o.i[3] != 0);
     *acc = o.i[2] ? *acc + sq : sq;
   };
   op.p[0] = out;
@@ -169,7 +170,7 @@ void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
   // caller's AdamWArgs would have to stay alive, so device AdamW runs on the compute stream.
   STRATA_CHECK(&s == &compute_, "AdamW queued on stream '" + s.name() + "'",
                "this is a bug: the CPU backend runs the device AdamW on its compute stream");
-  AdamTensors ts;
+  host::AdamTensors ts;
   ts.param = host_address(a.param);
   ts.m = host_address(a.m);
   ts.v = host_address(a.v);
@@ -182,9 +183,9 @@ void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
   ts.param_out = host_address(a.param_out);
   ts.out_dtype = a.out_dtype;
   ts.n = a.n;
-  const AdamHyper hp{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, true, a.bias_correction, a.t, a.grad_scale};
-  const AdamOptions ko{AdamIsa(a.isa), a.threads, a.tile};
-  if (adam_step(ts, hp, ko) && nonfinite) *host_address(nonfinite) = 1;
+  const host::AdamHyper hp{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, true, a.bias_correction, a.t, a.grad_scale};
+  const host::AdamOptions ko{host::AdamIsa(a.isa), a.threads, a.tile};
+  if (host::adam_step(ts, hp, ko) && nonfinite) *host_address(nonfinite) = 1;
 }
 
 // ---- transformer ops (compute stream: the calling thread) ----

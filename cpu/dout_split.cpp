@@ -6,8 +6,8 @@
 #include <omp.h>
 #endif
 
-#include "cpu/convert.h"
-#include "cpu/simd.h"
+#include "host/convert.h"
+#include "host/simd.h"
 
 namespace strata::cpu {
 

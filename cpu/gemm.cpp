@@ -5,10 +5,10 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "cpu/convert.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/omp_threads.h"
+#include "host/convert.h"
 
 namespace strata::cpu {
 
@@ -29,7 +29,7 @@ static void convert_block(float* dst, const GemmOperand& x, int64_t r0, int64_t 
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)
   for (int64_t r = 0; r < rows; ++r) {
     const char* src = static_cast<const char*>(x.data) + (size_t(r0 + r) * size_t(x.ld) + size_t(c0)) * esz;
-    convert_to_f32(dst + r * cols, src, x.dtype, size_t(cols));
+    host::convert_to_f32(dst + r * cols, src, x.dtype, size_t(cols));
   }
 }
 

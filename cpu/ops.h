@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/op_checks.h"
 #include "core/tensor.h"
 #include "cpu/workspace.h"
 #include "kernels/math/dropout_math.h"
@@ -49,7 +50,6 @@ void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, 
 void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);
 void swiglu_forward(TensorView out, TensorView gate_up);
 void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout);
-inline int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
 
 // Calls f(T{}) with T = float, bf16 or f16 for an activation tensor's dtype.
 template <typename F>
@@ -65,9 +65,5 @@ decltype(auto) dispatch_act(DType t, F&& f) {
   throw_error("activations of dtype " + std::string(dtype_name(t)) + " are not supported by the CPU backend",
               "use --precision f32, bf16 or f16");
 }
-
-// Checks that a view has the expected element count, naming the op and argument.
-void expect_numel(const TensorView& v, int64_t n, const char* op, const char* arg);
-void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg);
 
 }  // namespace strata::cpu

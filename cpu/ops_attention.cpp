@@ -10,13 +10,13 @@
 
 #include "cpu/attention_amx.h"
 #include "cpu/attention_rows.h"
-#include "cpu/convert.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/omp_threads.h"
 #include "cpu/ops.h"
-#include "cpu/simd.h"
+#include "host/convert.h"
+#include "host/simd.h"
 
 namespace strata::cpu {
 
@@ -39,7 +39,7 @@ Dims dims_of(const TensorView& qkv, int n_head) {
 template <typename T>
 void gather_head(float* dst, const T* src, int64_t rows, int64_t hd, int64_t stride, float scale = 1.0f) {
   for (int64_t t = 0; t < rows; ++t) {
-    convert_to_f32(dst + t * hd, src + t * stride, dtype_of<T>(), size_t(hd));
+    host::convert_to_f32(dst + t * hd, src + t * stride, dtype_of<T>(), size_t(hd));
     if (scale != 1.0f)
       for (int64_t i = 0; i < hd; ++i) dst[t * hd + i] *= scale;
   }
@@ -47,7 +47,7 @@ void gather_head(float* dst, const T* src, int64_t rows, int64_t hd, int64_t str
 
 template <typename T>
 void scatter_head(T* dst, const float* src, int64_t rows, int64_t hd, int64_t stride) {
-  for (int64_t t = 0; t < rows; ++t) convert_from_f32(dst + t * stride, dtype_of<T>(), src + t * hd, size_t(hd));
+  for (int64_t t = 0; t < rows; ++t) host::convert_from_f32(dst + t * stride, dtype_of<T>(), src + t * hd, size_t(hd));
 }
 
 // The two score-shaped GEMMs (q·kᵀ and dO·vᵀ) read two bf16 activations: on Strata's bf16

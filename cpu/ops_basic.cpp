@@ -7,25 +7,11 @@
 #include <omp.h>
 #endif
 
-#include "cpu/convert.h"
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
+#include "host/convert.h"
 
 namespace strata::cpu {
-
-void expect_numel(const TensorView& v, int64_t n, const char* op, const char* arg) {
-  STRATA_CHECK(v.numel() == n,
-               std::string(op) + ": " + arg + " has shape " + v.shape.str() + " (" + std::to_string(v.numel()) +
-                   " elements), expected " + std::to_string(n),
-               "this is a bug in the caller: shapes must agree");
-}
-
-void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg) {
-  STRATA_CHECK(v.dtype == t,
-               std::string(op) + ": " + arg + " is " + std::string(dtype_name(v.dtype)) + ", expected " +
-                   std::string(dtype_name(t)),
-               "this is a bug in the caller: dtypes must agree");
-}
 
 void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
@@ -158,7 +144,7 @@ void dropout(TensorView x, const DropoutSpec& drop) {
 
 void cast(TensorView dst, TensorView src) {
   expect_numel(dst, src.numel(), "cast", "dst");
-  convert_parallel(dst.data, dst.dtype, src.data, src.dtype, size_t(src.numel()));
+  host::convert_parallel(dst.data, dst.dtype, src.data, src.dtype, size_t(src.numel()));
 }
 
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,

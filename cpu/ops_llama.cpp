@@ -12,7 +12,7 @@
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
 #include "cpu/row_partials.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -2,13 +2,13 @@
 // of cpu::gemm.
 #include <cstring>
 
-#include "cpu/convert.h"
 #include "cpu/dout_split.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
-#include "cpu/simd.h"
+#include "host/convert.h"
+#include "host/simd.h"
 
 namespace strata::cpu {
 
@@ -70,7 +70,7 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
       b = bias.as<T>();
     } else if (has_bias) {  // f32 output, 16-bit bias: widened once (then T is float)
       float* bw = ws.get<float>(Scratch::layernorm, size_t(OC));
-      convert_to_f32(bw, bias.data, bias.dtype, size_t(OC));
+      host::convert_to_f32(bw, bias.data, bias.dtype, size_t(OC));
       b = reinterpret_cast<const T*>(bw);
     }
     T* y = out.as<T>();
@@ -151,7 +151,7 @@ bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, T
           "set STRATA_LOWP_GEMM=off, and report this");
     }
   }
-  if (acc && acc != dinp.data) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+  if (acc && acc != dinp.data) host::convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
   return true;
 }
 
@@ -185,7 +185,7 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
         float* acc = dinp.dtype == DType::f32 ? dinp.as<float>() : ws.get<float>(Scratch::gemm_c, size_t(N * C));
         gemm(N, C, OC, 1.0f, {dout.data, dout.dtype, OC, false}, {weight.data, weight.dtype, C, false}, 0.0f, acc, C,
              ws);
-        if (dinp.dtype != DType::f32) convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
+        if (dinp.dtype != DType::f32) host::convert_parallel(dinp.data, dinp.dtype, acc, DType::f32, size_t(N * C));
       }
     }
     // dW[OC,C] += dout^T[OC,N] · inp[N,C]

@@ -1,7 +1,7 @@
 // row_kernels_impl.h on AVX2: 8 f32 lanes (simd.h's loads, stores and exp).
 #include "cpu/act_kernels_impl.h"
 #include "cpu/row_kernels_impl.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 
 namespace strata::cpu {
 

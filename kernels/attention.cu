@@ -407,10 +407,6 @@ void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int
   });
 }
 
-size_t attention_backward_scratch_bytes(int B, int T, int NH) {
-  return size_t(std::max(B, 0)) * size_t(std::max(T, 0)) * size_t(std::max(NH, 0)) * sizeof(float);
-}
-
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
                         int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;

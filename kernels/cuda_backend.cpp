@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/host_memory.h"
+#include "host/host_memory.h"
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_gemm.h"
 #include "kernels/launch.h"
@@ -20,7 +20,7 @@
 namespace strata::cuda {
 
 namespace {
-constexpr size_t kGemmWorkspace = size_t(32) << 20;  // cuBLASLt's, as llm.c and PyTorch give it
+constexpr size_t kGemmWorkspace = kernel_math::kGemmWorkspaceBytes;
 constexpr size_t kContextReserve = size_t(1) << 30;  // left free for the context, cuBLAS and NCCL
 }  // namespace
 
@@ -51,7 +51,7 @@ CudaBackend::~CudaBackend() {
   for (TokenSlot& t : token_slots_)
     if (t.host) cudaFreeHost(t.host);
   // Buffers carved from the slab return to the arena before it goes.
-  token_slots_[0].device = {}, token_slots_[1].device = {}, token_slots_[2].device = {}, token_slots_[3].device = {};
+  for (TokenSlot& t : token_slots_) t.device = {};
   rope_tables_.clear(), square_scratch_.clear(), scratch_ = {};
   gemm_.reset();
   gemm_workspace_ = {};
@@ -86,7 +86,7 @@ void* CudaBackend::host_allocate(size_t bytes, bool pinned, const std::string& t
                  "lower --host-mem or --pin-buffer-count; check the memlock limit (ulimit -l)");
     return p;
   }
-  return cpu::host_alloc(bytes, tag.c_str());  // mmap'd, huge-page advised, first-touched in parallel
+  return host::host_alloc(bytes, tag.c_str());  // mmap'd, huge-page advised, first-touched in parallel
 }
 
 void CudaBackend::host_free(void* p, size_t bytes, bool pinned) {
@@ -94,7 +94,7 @@ void CudaBackend::host_free(void* p, size_t bytes, bool pinned) {
   if (pinned)
     STRATA_CUDA_CHECK(cudaFreeHost(p));
   else
-    cpu::host_free(p, bytes);
+    host::host_free(p, bytes);
 }
 
 std::unique_ptr<Stream> CudaBackend::make_stream(const std::string& name) { return std::make_unique<CudaStream>(name); }
@@ -177,7 +177,7 @@ const int32_t* CudaBackend::stage_tokens(std::span<const int32_t> ids, int64_t l
                      " is outside the vocabulary of " + std::to_string(limit),
                  "the data was tokenized for a different vocabulary: check --data and --model");
   TokenSlot& t = token_slots_[next_token_slot_];
-  next_token_slot_ = (next_token_slot_ + 1) % 4;
+  next_token_slot_ = (next_token_slot_ + 1) % kernel_math::kTokenSlots;
   t.copied->synchronize();        // the slot's previous upload has left its pinned memory
   if (ids.size() > t.capacity) {  // the first micro-batch of a shape only
     if (t.host) STRATA_CUDA_CHECK(cudaFreeHost(t.host));
@@ -196,7 +196,7 @@ const int32_t* CudaBackend::stage_tokens(std::span<const int32_t> ids, int64_t l
 const float* CudaBackend::rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
   for (const RopeTable& r : rope_tables_)
     if (r.T == T && r.head_dim == head_dim && r.rope == rope) return r.table.as<float>();
-  Buffer b = allocate(size_t(T) * size_t(head_dim / 2) * 2 * 4, "cuda:rope-table");
+  Buffer b = allocate(kernel_math::rope_table_bytes(T, head_dim), "cuda:rope-table");
   launch::rope_table(b.as<float>(), T, head_dim, rope, cs());
   rope_tables_.push_back({T, head_dim, rope, std::move(b)});
   return rope_tables_.back().table.as<float>();

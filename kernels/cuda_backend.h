@@ -11,6 +11,7 @@
 #include "backend/arena_allocator.h"
 #include "backend/backend.h"
 #include "kernels/cuda_stream.h"
+#include "kernels/math/scratch_sizes.h"
 
 namespace strata::cuda {
 
@@ -102,7 +103,7 @@ class CudaBackend final : public Backend {
     size_t capacity = 0;  // ids
     std::unique_ptr<CudaEvent> copied;
   };
-  TokenSlot token_slots_[4];
+  TokenSlot token_slots_[kernel_math::kTokenSlots];
   int next_token_slot_ = 0;
   struct RopeTable {
     int64_t T;

@@ -1,19 +1,16 @@
-// The CUDA backend's transformer ops: the views are checked against the CPU contract
-// (cpu/ops.h's checks, the same messages), then the kernels launch on the compute stream.
+// The CUDA backend's transformer ops: the views are checked against the backends' contract
+// (backend/op_checks.h, the same messages as the CPU ops), then the kernels launch on the
+// compute stream.
 #include <algorithm>
 
+#include "backend/op_checks.h"
 #include "core/error.h"
-#include "cpu/ops.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_gemm.h"
 #include "kernels/launch.h"
 #include "kernels/launch_attention.h"
 
 namespace strata::cuda {
-
-using cpu::expect_dtype;
-using cpu::expect_numel;
-using cpu::last_dim;
 
 void CudaBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];

@@ -7,6 +7,7 @@
 
 #include "kernels/math/dropout_math.h"
 #include "kernels/math/rope_math.h"
+#include "kernels/math/scratch_sizes.h"
 
 namespace strata::cuda::launch {
 
@@ -34,7 +35,7 @@ void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int fir
 // qk_norm_scratch_bytes of scratch.
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
                         int n_kv_head, int head_dim, float eps, int dtype, void* stream);
-size_t qk_norm_scratch_bytes(int64_t N, int n_head, int head_dim);
+using kernel_math::qk_norm_scratch_bytes;
 void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
                          int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream);
 void gqa_expand(void* packed, const void* fused, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,
@@ -63,15 +64,15 @@ void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight
                      int dtype, void* stream);
 void rmsnorm_backward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
                       const float* rstd, int64_t N, int64_t C, int dtype, void* scratch, void* stream);
-size_t norm_backward_scratch_bytes(int64_t N, int64_t C);
+using kernel_math::norm_backward_scratch_bytes;
 // dbias[c] += Σ_n dout[n, c]; scratch: column_sum_scratch_bytes(N, C).
 void column_sum(float* dbias, const void* dout, int64_t N, int64_t C, int dtype, void* scratch, void* stream);
-size_t column_sum_scratch_bytes(int64_t N, int64_t C);
+using kernel_math::column_sum_scratch_bytes;
 
 // ---- optimizer.cu ----
 // *out (+)= Σ x² in f64; scratch: square_sum_scratch_bytes() (the chunks' partials).
 void sum_squares(double* out, const void* x, int dtype, int64_t n, bool accumulate, void* scratch, void* stream);
-size_t square_sum_scratch_bytes();
+using kernel_math::square_sum_scratch_bytes;
 struct AdamLaunch {
   float* param;
   float* m;

@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "kernels/math/dropout_math.h"
+#include "kernels/math/scratch_sizes.h"
 
 namespace strata::cuda::launch {
 
@@ -16,7 +17,7 @@ namespace strata::cuda::launch {
 void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
                        const DropoutSpec& drop, void* stream);
 // Device scratch the backward needs: D = Σ dout·out per row, f32 [B,NH,T].
-size_t attention_backward_scratch_bytes(int B, int T, int NH);
+using kernel_math::attention_backward_scratch_bytes;
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
                         int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, void* stream);
 

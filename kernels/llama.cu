@@ -177,10 +177,6 @@ void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-size_t qk_norm_scratch_bytes(int64_t N, int n_head, int head_dim) {
-  return size_t(km::column_slices(N * n_head)) * size_t(2 * head_dim) * 4;
-}
-
 void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
                          int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream) {
   if (N == 0) return;

@@ -139,9 +139,6 @@ void column_sums(float* out_a, float* out_b, const E* dy, const E* x, const floa
 
 }  // namespace
 
-size_t norm_backward_scratch_bytes(int64_t N, int64_t C) { return size_t(km::column_slices(N)) * size_t(C) * 2 * 4; }
-size_t column_sum_scratch_bytes(int64_t N, int64_t C) { return size_t(km::column_slices(N)) * size_t(C) * 4; }
-
 void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,
                        int64_t N, int64_t C, int dtype, void* stream) {
   if (N == 0) return;

@@ -79,8 +79,6 @@ __global__ void adamw16_kernel(AdamLaunch a, const G* grad, int32_t* nonfinite) 
 
 }  // namespace
 
-size_t square_sum_scratch_bytes() { return size_t(km::kMaxSquareChunks) * sizeof(double); }
-
 void sum_squares(double* out, const void* x, int dtype, int64_t n, bool accumulate, void* scratch, void* stream) {
   const int64_t chunks = km::square_chunks(n);
   double* partial = static_cast<double*>(scratch);

@@ -13,15 +13,15 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 #include "test_util.h"
 
 namespace strata {
 namespace {
 
-using cpu::AdamHyper;
-using cpu::AdamIsa;
-using cpu::AdamTensors;
+using host::AdamHyper;
+using host::AdamIsa;
+using host::AdamTensors;
 
 constexpr size_t kGuard = 16;
 constexpr uint32_t kSentinel = 0xdeadbeef;
@@ -80,8 +80,8 @@ class CpuAdamIsa : public ::testing::TestWithParam<AdamIsa> {};
 
 TEST_P(CpuAdamIsa, MatchesScalarBitForBit) {
   const AdamIsa isa = GetParam();
-  if (!cpu::adam_isa_supported(isa))
-    GTEST_SKIP() << "this CPU lacks " << cpu::adam_isa_name(isa) << ": the kernel is compiled but cannot run here";
+  if (!host::adam_isa_supported(isa))
+    GTEST_SKIP() << "this CPU lacks " << host::adam_isa_name(isa) << ": the kernel is compiled but cannot run here";
   {
     for (int64_t n : {0, 1, 15, 22, 1000003})
       for (DType gd : {DType::f32, DType::bf16, DType::f16})
@@ -91,9 +91,9 @@ TEST_P(CpuAdamIsa, MatchesScalarBitForBit) {
               const DType od = co == 2 ? DType::f16 : DType::bf16;
               AdamCase ref(n, gd, co > 0, od, uint64_t(n) + 1), got(n, gd, co > 0, od, uint64_t(n) + 1);
               AdamHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f, decoupled, bc, 7, 0.5f};
-              const bool f1 = cpu::adam_step(ref.tensors(), h, {AdamIsa::scalar, 1, 1 << 16});
-              const bool f2 = cpu::adam_step(got.tensors(), h, {isa, 0, 4096});
-              const std::string what = std::string(cpu::adam_isa_name(isa)) + " n=" + std::to_string(n) +
+              const bool f1 = host::adam_step(ref.tensors(), h, {AdamIsa::scalar, 1, 1 << 16});
+              const bool f2 = host::adam_step(got.tensors(), h, {isa, 0, 4096});
+              const std::string what = std::string(host::adam_isa_name(isa)) + " n=" + std::to_string(n) +
                                        " grad=" + std::string(dtype_name(gd)) + " copy=" + std::to_string(co) +
                                        " adamw=" + std::to_string(decoupled) + " bc=" + std::to_string(bc);
               EXPECT_EQ(f1, f2) << what;
@@ -113,11 +113,11 @@ TEST_P(CpuAdamIsa, MatchesScalarBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(VectorIsas, CpuAdamIsa, ::testing::Values(AdamIsa::avx2, AdamIsa::avx512),
-                         [](const auto& info) { return std::string(cpu::adam_isa_name(info.param)); });
+                         [](const auto& info) { return std::string(host::adam_isa_name(info.param)); });
 
 TEST(CpuAdam, NonFiniteGradientsAreFlaggedInOnePass) {
   for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
-    if (!cpu::adam_isa_supported(isa)) continue;
+    if (!host::adam_isa_supported(isa)) continue;
     for (int64_t pos : {0, 5, 500, 1002}) {  // vector body and the scalar tail
       for (float bad : {NAN, INFINITY, -INFINITY}) {
         for (DType gd : {DType::f32, DType::bf16, DType::f16}) {
@@ -128,20 +128,20 @@ TEST(CpuAdam, NonFiniteGradientsAreFlaggedInOnePass) {
             auto* h = reinterpret_cast<uint16_t*>(&c.graw[kGuard]);
             h[pos] = gd == DType::bf16 ? f32_to_bf16(bad) : f32_to_f16(bad);
           }
-          EXPECT_TRUE(cpu::adam_step(c.tensors(), {}, {isa, 0, 256}))
+          EXPECT_TRUE(host::adam_step(c.tensors(), {}, {isa, 0, 256}))
               << adam_isa_name(isa) << " " << dtype_name(gd) << " at " << pos << " value " << bad;
         }
       }
     }
     AdamCase ok(1003, DType::f32, false, DType::bf16, 3);
-    EXPECT_FALSE(cpu::adam_step(ok.tensors(), {}, {isa, 0, 256}));
+    EXPECT_FALSE(host::adam_step(ok.tensors(), {}, {isa, 0, 256}));
   }
 }
 
 TEST(CpuAdam, ResultDoesNotDependOnThreadsOrTiles) {
   AdamCase a(100003, DType::bf16, true, DType::bf16, 9), b(100003, DType::bf16, true, DType::bf16, 9);
-  cpu::adam_step(a.tensors(), {}, {AdamIsa::automatic, 1, 1 << 20});
-  cpu::adam_step(b.tensors(), {}, {AdamIsa::automatic, 2, 1000});
+  host::adam_step(a.tensors(), {}, {AdamIsa::automatic, 1, 1 << 20});
+  host::adam_step(b.tensors(), {}, {AdamIsa::automatic, 2, 1000});
   EXPECT_EQ(a.p, b.p);
   EXPECT_EQ(a.out, b.out);
 }
@@ -150,15 +150,15 @@ TEST(CpuAdam, ResultDoesNotDependOnThreadsOrTiles) {
 // bit on every ISA and leaves the inputs untouched (speculative offloaded steps rely on it).
 TEST(CpuAdam, OutOfPlaceEqualsInPlace) {
   for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
-    if (!cpu::adam_isa_supported(isa)) continue;
+    if (!host::adam_isa_supported(isa)) continue;
     AdamCase a(1003, DType::bf16, true, DType::bf16, 5), src(1003, DType::bf16, true, DType::bf16, 5);
     AdamCase dst(1003, DType::bf16, true, DType::bf16, 6);  // different contents, overwritten
     const std::vector<float> p0 = src.p, m0 = src.m, v0 = src.v;
-    cpu::adam_step(a.tensors(), {}, {isa, 0, 256});
+    host::adam_step(a.tensors(), {}, {isa, 0, 256});
     AdamTensors t = dst.tensors();
     t.param_in = &src.p[kGuard], t.m_in = &src.m[kGuard], t.v_in = &src.v[kGuard];
     t.grad = &src.graw[kGuard];
-    cpu::adam_step(t, {}, {isa, 0, 256});
+    host::adam_step(t, {}, {isa, 0, 256});
     EXPECT_EQ(dst.p, a.p) << adam_isa_name(isa);
     EXPECT_EQ(dst.m, a.m) << adam_isa_name(isa);
     EXPECT_EQ(dst.v, a.v) << adam_isa_name(isa);
@@ -173,8 +173,8 @@ TEST(CpuAdam, OutOfPlaceEqualsInPlace) {
 TEST(CpuAdam, BadArgumentsAreErrors) {
   AdamTensors t;
   t.n = 10;
-  EXPECT_THROW(cpu::adam_step(t, {}), Error);
-  EXPECT_THROW(cpu::parse_adam_isa("sse"), Error);
+  EXPECT_THROW(host::adam_step(t, {}), Error);
+  EXPECT_THROW(host::parse_adam_isa("sse"), Error);
 }
 
 // 10 steps against PyTorch (torch.optim.AdamW and torch.optim.Adam with L2), element-wise.
@@ -198,14 +198,14 @@ TEST(CpuAdam, TenStepsMatchPyTorch) {
   const auto p0 = rd(n), grads = rd(steps * n), adamw = rd(steps * n), adam = rd(steps * n);
   ASSERT_TRUE(f.good());
   for (AdamIsa isa : {AdamIsa::scalar, AdamIsa::avx2, AdamIsa::avx512}) {
-    if (!cpu::adam_isa_supported(isa)) continue;
+    if (!host::adam_isa_supported(isa)) continue;
     for (bool decoupled : {true, false}) {
       std::vector<float> p = p0, m(n), v(n);
       const auto& ref = decoupled ? adamw : adam;
       for (size_t s = 0; s < steps; ++s) {
         AdamTensors t;
         t.param = p.data(), t.m = m.data(), t.v = v.data(), t.grad = grads.data() + s * n, t.n = int64_t(n);
-        cpu::adam_step(t, {hp[0], hp[1], hp[2], hp[3], hp[4], decoupled, true, int64_t(s + 1), 1.0f}, {isa, 0, 64});
+        host::adam_step(t, {hp[0], hp[1], hp[2], hp[3], hp[4], decoupled, true, int64_t(s + 1), 1.0f}, {isa, 0, 64});
         for (size_t i = 0; i < n; ++i) {
           const float r = ref[s * n + i];
           const float ulp = std::nextafter(std::fabs(r), INFINITY) - std::fabs(r);

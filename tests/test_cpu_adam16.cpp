@@ -11,14 +11,14 @@
 
 #include "core/dtype.h"
 #include "core/rng.h"
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 
 namespace strata {
 namespace {
 
-using cpu::AdamHyper;
-using cpu::AdamIsa;
-using cpu::AdamTensors;
+using host::AdamHyper;
+using host::AdamIsa;
+using host::AdamTensors;
 
 std::vector<uint16_t> bf16_of(const std::vector<float>& x) {
   std::vector<uint16_t> r(x.size());
@@ -78,8 +78,8 @@ AdamHyper hyper() {
 TEST(Adam16, EveryIsaMatchesTheScalarReferenceBitForBit) {
   const int64_t n = 1000 + 13;
   for (AdamIsa isa : {AdamIsa::avx2, AdamIsa::avx512}) {
-    if (!cpu::adam_isa_supported(isa)) {
-      std::printf("[ INFO ] %s: not on this CPU\n", std::string(cpu::adam_isa_name(isa)).c_str());
+    if (!host::adam_isa_supported(isa)) {
+      std::printf("[ INFO ] %s: not on this CPU\n", std::string(host::adam_isa_name(isa)).c_str());
       continue;
     }
     for (bool master16 : {false, true})
@@ -88,15 +88,15 @@ TEST(Adam16, EveryIsaMatchesTheScalarReferenceBitForBit) {
         for (bool sr : {true, false})
           for (DType gd : {DType::f32, DType::bf16})
             for (int copy_out : {0, 1, 2}) {
-              SCOPED_TRACE(std::string(cpu::adam_isa_name(isa)) + (master16 ? " master bf16" : " master f32") +
+              SCOPED_TRACE(std::string(host::adam_isa_name(isa)) + (master16 ? " master bf16" : " master f32") +
                            (states16 ? " m,v bf16" : " m,v f32") + (sr ? " stochastic" : " nearest") + " grad " +
                            std::string(dtype_name(gd)) + " copy-out " + std::to_string(copy_out));
               States ref(n, gd, 5), got(n, gd, 5);
               if (gd == DType::f32)  // a NaN and an Inf gradient: their states go NaN alike everywhere
                 for (States* st : {&ref, &got}) st->graw[100] = 0x7f800000u, st->graw[333] = 0x7fc01234u;
-              cpu::adam_step(ref.tensors(n, master16, states16, gd, copy_out, sr), hyper(),
-                             {AdamIsa::scalar, 1, 1 << 16});
-              cpu::adam_step(got.tensors(n, master16, states16, gd, copy_out, sr), hyper(), {isa, 0, 256});
+              host::adam_step(ref.tensors(n, master16, states16, gd, copy_out, sr), hyper(),
+                              {AdamIsa::scalar, 1, 1 << 16});
+              host::adam_step(got.tensors(n, master16, states16, gd, copy_out, sr), hyper(), {isa, 0, 256});
               EXPECT_EQ(bits_of(ref.p), bits_of(got.p));
               EXPECT_EQ(bits_of(ref.m), bits_of(got.m));
               EXPECT_EQ(bits_of(ref.v), bits_of(got.v));
@@ -114,8 +114,8 @@ TEST(Adam16, NearestIsTheF32UpdateRoundedOnce) {
   const int64_t n = 777;
   States s16(n, DType::f32, 9), s32(n, DType::f32, 9);
   for (int64_t i = 0; i < n; ++i) s32.m[i] = bf16_to_f32(s32.m16[i]), s32.v[i] = bf16_to_f32(s32.v16[i]);
-  cpu::adam_step(s16.tensors(n, false, true, DType::f32, 1, false), hyper());
-  cpu::adam_step(s32.tensors(n, false, false, DType::f32, 1, false), hyper());
+  host::adam_step(s16.tensors(n, false, true, DType::f32, 1, false), hyper());
+  host::adam_step(s32.tensors(n, false, false, DType::f32, 1, false), hyper());
   EXPECT_EQ(s16.p, s32.p);
   EXPECT_EQ(s16.out, s32.out);
   EXPECT_EQ(s16.m16, bf16_of(s32.m));
@@ -135,7 +135,7 @@ TEST(Adam16, StochasticRoundingIsUnbiasedAndReproducible) {
     t.grad = grad.data() + lo, t.n = hi - lo, t.seed = seed, t.index_base = base + lo;
     AdamHyper h;
     h.beta1 = 0.0f, h.step = step;
-    cpu::adam_step(t, h, {AdamIsa::automatic, threads, tile});
+    host::adam_step(t, h, {AdamIsa::automatic, threads, tile});
   };
   std::vector<uint16_t> a(size_t(n), 0), b(size_t(n), 0), c(size_t(n), 0), d(size_t(n), 0), e(size_t(n), 0);
   run(42, 3, 100, 0, n, 1, 1 << 20, a);

@@ -10,7 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/rng.h"
-#include "cpu/convert.h"
+#include "host/convert.h"
 
 namespace strata {
 namespace {
@@ -101,12 +101,12 @@ TEST(VectorConvert, MatchesScalarBitForBit) {
   for (size_t i = 0; i < std::size(specials); ++i) src[i] = specials[i];
   for (DType t : {DType::bf16, DType::f16}) {
     std::vector<uint16_t> vec(src.size()), ref(src.size());
-    cpu::convert_from_f32(vec.data(), t, src.data(), src.size());
+    host::convert_from_f32(vec.data(), t, src.data(), src.size());
     convert(ref.data(), t, src.data(), DType::f32, src.size());
     for (size_t i = 0; i < src.size(); ++i)
       ASSERT_EQ(vec[i], ref[i]) << dtype_name(t) << " at " << i << " of " << src[i];
     std::vector<float> back(src.size()), back_ref(src.size());
-    cpu::convert_to_f32(back.data(), vec.data(), t, vec.size());
+    host::convert_to_f32(back.data(), vec.data(), t, vec.size());
     convert(back_ref.data(), DType::f32, vec.data(), t, vec.size());
     for (size_t i = 0; i < src.size(); ++i)
       ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), std::bit_cast<uint32_t>(back_ref[i])) << i;

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "cpu/adam/adam.h"
 #include "cpu/cpu_backend.h"
-#include "cpu/engine_ops.h"
 #include "cpu/ops.h"
+#include "host/adam/adam.h"
+#include "host/engine_ops.h"
 #include "kernels/math/adam16_math.h"
 #include "kernels/math/element_math.h"
 #include "kernels/math/launch_shape.h"
@@ -259,10 +259,10 @@ TEST_F(KernelMath, AdamWMatchesTheCpuKernelBitForBit) {
   for (auto& x : v) x = std::fabs(x);
   g[7] = INFINITY;
   auto rp = p, rm = m, rv = v;
-  cpu::AdamTensors t;
+  host::AdamTensors t;
   t.param = rp.data(), t.m = rm.data(), t.v = rv.data(), t.grad = g.data(), t.grad_dtype = DType::f32, t.n = n;
-  const cpu::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 7, 0.5f};
-  const bool ref_bad = cpu::adam_step(t, h, {cpu::AdamIsa::scalar, 1});
+  const host::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 7, 0.5f};
+  const bool ref_bad = host::adam_step(t, h, {host::AdamIsa::scalar, 1});
   const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step);
   bool bad = false;
   for (int64_t i = 0; i < n; ++i)
@@ -282,10 +282,10 @@ TEST_F(KernelMath, AdamWWithoutBiasCorrectionMatchesTheCpuKernel) {
   auto p = randn(size_t(n), 20), m = randn(size_t(n), 21, 0.1f), g = randn(size_t(n), 22);
   std::vector<float> v(size_t(n), 0.01f);
   auto rp = p, rm = m, rv = v;
-  cpu::AdamTensors t;
+  host::AdamTensors t;
   t.param = rp.data(), t.m = rm.data(), t.v = rv.data(), t.grad = g.data(), t.grad_dtype = DType::f32, t.n = n;
-  const cpu::AdamHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, false, 3, 1.0f};
-  cpu::adam_step(t, h, {cpu::AdamIsa::scalar, 1});
+  const host::AdamHyper h{1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, true, false, 3, 1.0f};
+  host::adam_step(t, h, {host::AdamIsa::scalar, 1});
   const km::AdamConsts c = km::adam_consts(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale, h.step, false);
   for (int64_t i = 0; i < n; ++i) km::adamw_element(&p[size_t(i)], &m[size_t(i)], &v[size_t(i)], g[size_t(i)], c);
   EXPECT_EQ(p, rp);
@@ -307,7 +307,7 @@ TEST_F(KernelMath, AdamWOnBf16StatesMatchesTheCpuKernelBitForBit) {
     p16_0[size_t(i)] = km::bf16_nearest(p0[size_t(i)]);
     m16_0[size_t(i)] = km::bf16_nearest(mf[size_t(i)]), v16_0[size_t(i)] = km::bf16_nearest(vf[size_t(i)]);
   }
-  const cpu::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 11, 0.5f};
+  const host::AdamHyper h{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, true, true, 11, 0.5f};
   const uint64_t seed = 99;
   const int64_t base = (int64_t(1) << 32) - 300;
   struct Layout {
@@ -330,12 +330,12 @@ TEST_F(KernelMath, AdamWOnBf16StatesMatchesTheCpuKernelBitForBit) {
                             stochastic, &stored);
         out[k] = km::bf16_nearest(stored);  // the kernel's bf16 copy-out
       }
-      for (cpu::AdamIsa isa : {cpu::AdamIsa::scalar, cpu::AdamIsa::avx2, cpu::AdamIsa::avx512}) {
-        if (!cpu::adam_isa_supported(isa)) continue;
+      for (host::AdamIsa isa : {host::AdamIsa::scalar, host::AdamIsa::avx2, host::AdamIsa::avx512}) {
+        if (!host::adam_isa_supported(isa)) continue;
         auto rp = p0, rm = mf, rv = vf;
         auto rp16 = p16_0, rm16 = m16_0, rv16 = v16_0;
         std::vector<uint16_t> rout(static_cast<size_t>(n));
-        cpu::AdamTensors t;
+        host::AdamTensors t;
         if (l.master16)
           t.param16 = rp16.data();
         else
@@ -347,8 +347,8 @@ TEST_F(KernelMath, AdamWOnBf16StatesMatchesTheCpuKernelBitForBit) {
         t.param_out = rout.data(), t.out_dtype = DType::bf16;
         t.grad = g.data(), t.n = n;
         t.stochastic = stochastic, t.seed = seed, t.index_base = base;
-        cpu::adam_step(t, h, {isa, 2, 64});
-        const std::string what = std::string(cpu::adam_isa_name(isa)) + (stochastic ? ", stochastic" : ", nearest") +
+        host::adam_step(t, h, {isa, 2, 64});
+        const std::string what = std::string(host::adam_isa_name(isa)) + (stochastic ? ", stochastic" : ", nearest") +
                                  (l.master16 ? ", bf16 master" : ", f32 master") +
                                  (l.moments16 ? ", bf16 m and v" : ", f32 m and v");
         if (l.master16)
@@ -392,9 +392,9 @@ TEST(LaunchShape, SquareSumChunksCoverEveryElementOnce) {
     EXPECT_EQ(chunk % 8, 0);
   }
   EXPECT_EQ(km::square_chunks(0), 0);
-  // The same chunking as cpu::sum_squares, so the f64 partials are added in the same groups.
+  // The same chunking as host::sum_squares, so the f64 partials are added in the same groups.
   std::vector<float> x = randn(100'003, 19);
-  double ref = cpu::sum_squares(x.data(), DType::f32, int64_t(x.size()), false), total = 0;
+  double ref = host::sum_squares(x.data(), DType::f32, int64_t(x.size()), false), total = 0;
   const int64_t chunk = km::square_chunk(int64_t(x.size()));
   for (int64_t c = 0; c < km::square_chunks(int64_t(x.size())); ++c) {
     double s = 0;

@@ -11,7 +11,7 @@
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
 #include "cpu/ops.h"
-#include "cpu/simd.h"
+#include "host/simd.h"
 #include "test_util.h"
 
 namespace strata {
@@ -518,20 +518,20 @@ TEST(Simd, ExpAndTanhAgreeWithLibm) {
   for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
     float in[8], out[8];
     for (int i = 0; i < 8; ++i) in[i] = x + float(i) * 0.0017f;
-    _mm256_storeu_ps(out, cpu::simd::exp8(_mm256_loadu_ps(in)));
+    _mm256_storeu_ps(out, simd::exp8(_mm256_loadu_ps(in)));
     for (int i = 0; i < 8; ++i) {
       const double ref = std::exp(double(in[i]));
       worst_exp = std::max(worst_exp, std::fabs(out[i] - ref) / ref);
     }
     if (std::fabs(x) < 12.0f) {
-      _mm256_storeu_ps(out, cpu::simd::tanh8(_mm256_loadu_ps(in)));
+      _mm256_storeu_ps(out, simd::tanh8(_mm256_loadu_ps(in)));
       for (int i = 0; i < 8; ++i) worst_tanh = std::max(worst_tanh, std::fabs(out[i] - std::tanh(double(in[i]))));
     }
   }
   EXPECT_LT(worst_exp, 3 * 0x1p-23) << "exp8 relative error";
   EXPECT_LT(worst_tanh, 4 * 0x1p-24) << "tanh8 absolute error";
   float in[8] = {-200.0f, -88.0f, NAN, 0.0f, 1.0f, -1.0f, 88.0f, -INFINITY}, out[8];
-  _mm256_storeu_ps(out, cpu::simd::exp8(_mm256_loadu_ps(in)));
+  _mm256_storeu_ps(out, simd::exp8(_mm256_loadu_ps(in)));
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_TRUE(std::isnan(out[2]));
   EXPECT_EQ(out[3], 1.0f);

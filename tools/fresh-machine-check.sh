@@ -68,7 +68,12 @@ rm -rf "$root"
 mkdir -p "$root"
 mount --bind "$root" "$root"  # its root a mount point: `ip netns` bind-mounts under it
 tar -C "$root" -xf "$dir/base.tar"
+# The network's settings, as an installed machine has them: the resolver, and the host's own
+# name in /etc/hosts (debootstrap writes neither; without the name, every lookup of it, as
+# OpenMPI makes at each mpirun, waits for the resolver's timeout).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/hosts "$root/etc/hosts"
+[[ -f /etc/hostname ]] && cp /etc/hostname "$root/etc/hostname"
 # Where this host reaches PyPI through a TLS-inspecting egress proxy (its pip.conf names the
 # CA bundle that trusts it), the bare system gets the same trust, as it gets resolv.conf: the
 # network's setting, not an install step (a machine with direct access needs neither).

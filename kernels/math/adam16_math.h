@@ -1,4 +1,4 @@
-// The 16-bit optimizer states' rounding, shared by the CPU Adam (cpu/adam/adam16_*) and
+// The 16-bit optimizer states' rounding, shared by the CPU Adam (src/host/adam/adam16_*) and
 // the CUDA AdamW on bf16 moments, so a state rounds the same way on every ISA and device.
 //
 // Stochastic rounding's random bits: for a step's keys (a function of the run's seed and the
@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/hd.h"
 #include "kernels/math/dropout_math.h"
 #include "kernels/math/element_math.h"
-#include "kernels/math/hd.h"
 
 namespace strata::kernel_math {
 
@@ -73,7 +73,7 @@ STRATA_HD uint16_t round_state(float x, uint32_t r16, bool stochastic) {
 // either as f32 (p, m, v) or as bf16 (p16, m16, v16), the other pointer null. The states are
 // widened, updated by adamw_element and each bf16 one rounded back once with its own random
 // bits from h (adam16_hash of the element's model-flat index): the CPU Adam's 16-bit kernel
-// (cpu/adam/adam16_scalar.cpp) bit for bit. *stored is the parameter as stored (a bf16
+// (src/host/adam/adam16_scalar.cpp) bit for bit. *stored is the parameter as stored (a bf16
 // master's value, widened), which a copy-out rounds; returns false for a non-finite gradient.
 STRATA_HD bool adamw16_element(float* p, uint16_t* p16, float* m, uint16_t* m16, float* v, uint16_t* v16,
                                float raw_grad, const AdamConsts& c, uint32_t h, uint32_t key_p, bool stochastic,

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "core/hd.h"
 #include "kernels/math/dropout_math.h"
-#include "kernels/math/hd.h"
 
 namespace strata::kernel_math {
 

@@ -7,18 +7,10 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/math/hd.h"
+#include "backend/op_specs.h"
+#include "core/hd.h"
 
 namespace strata {
-
-struct DropoutSpec {
-  float p = 0.0f;          // drop probability; 0: the op is the identity
-  float scale = 1.0f;      // 1/(1-p), the kept elements' factor
-  uint32_t threshold = 0;  // keep iff the hash's high 32 bits ≥ this (p·2^32)
-  uint64_t key = 0;        // (seed, site) mixed once on the host
-  int64_t first_row = 0;   // global sample number of the batch's row 0
-  STRATA_HD bool active() const { return p > 0.0f; }
-};
 
 namespace kernel_math {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cmath>
 
-#include "kernels/math/hd.h"
+#include "core/hd.h"
 #include "kernels/math/rope_math.h"
 
 namespace strata::kernel_math {

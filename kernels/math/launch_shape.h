@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/math/hd.h"
+#include "core/hd.h"
 
 namespace strata::kernel_math {
 
@@ -21,7 +21,7 @@ inline int grid_for(int64_t n, int threads = kThreads) {
 constexpr int kRowsPerBlock = kThreads / kWarp;
 inline int grid_for_rows(int64_t rows) { return int(std::max<int64_t>(1, (rows + kRowsPerBlock - 1) / kRowsPerBlock)); }
 
-// The square sum's split: fixed chunks, as the CPU backend's (cpu/engine_ops.cpp), so the
+// The square sum's split: fixed chunks, as the host engine ops' (src/host/engine_ops.cpp), so the
 // order of the f64 partial sums depends on n alone. One block per chunk, then one block
 // adds the partials in chunk order.
 constexpr int64_t kMaxSquareChunks = 1024;

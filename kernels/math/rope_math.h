@@ -5,27 +5,10 @@
 #pragma once
 #include <cmath>
 
-#include "kernels/math/hd.h"
+#include "backend/op_specs.h"
+#include "core/hd.h"
 
 namespace strata {
-
-// rope_scaling as transformers' ROPE_INIT_FUNCTIONS define it, for the types whose
-// frequencies do not depend on the sequence length.
-enum class RopeScaling : int { none = 0, linear = 1, llama3 = 2 };
-
-struct RopeSpec {
-  float theta = 10000.0f;
-  RopeScaling scaling = RopeScaling::none;
-  float factor = 1.0f;               // linear and llama3
-  float low_freq_factor = 1.0f;      // llama3
-  float high_freq_factor = 4.0f;     // llama3
-  int original_max_position = 8192;  // llama3: original_max_position_embeddings
-  // (Written out: the .cu files compile as C++17.)
-  bool operator==(const RopeSpec& o) const {
-    return theta == o.theta && scaling == o.scaling && factor == o.factor && low_freq_factor == o.low_freq_factor &&
-           high_freq_factor == o.high_freq_factor && original_max_position == o.original_max_position;
-  }
-};
 
 namespace kernel_math {
 

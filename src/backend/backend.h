@@ -22,9 +22,8 @@
 
 #include "backend/buffer.h"
 #include "backend/memory_budget.h"
+#include "backend/op_specs.h"
 #include "core/tensor.h"
-#include "kernels/math/dropout_math.h"
-#include "kernels/math/rope_math.h"
 
 namespace strata {
 
@@ -68,7 +67,7 @@ struct AdamWArgs {
   float lr = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0, grad_scale = 1;
   int64_t t = 1;                // the update, from 1 (bias correction)
   bool bias_correction = true;  // divide m and v by 1-β^t
-  // Kernel hints a CPU backend honours (cpu::AdamOptions: ISA, threads, tile); others ignore them.
+  // Kernel hints a CPU backend honours (host::AdamOptions: ISA, threads, tile); others ignore them.
   int isa = 0, threads = 0;
   int64_t tile = int64_t(1) << 16;
   // 16-bit states: m and v in bf16 (m16, v16 instead of m, v) and the master in bf16 (param16

@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/op_scratch.h"
+#include "kernels/math/scratch_sizes.h"
 #ifdef STRATA_HAVE_CUDA
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_ops.h"
@@ -58,6 +60,12 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const Device
 #endif
   STRATA_CHECK(device == "cpu", "--device " + device + ": no backend", "this is a bug in device selection");
   return std::make_unique<cpu::CpuBackend>(cpu::CpuBackendOptions{opts.memory_bytes, opts.threads});
+}
+
+double op_scratch_bytes(const std::string& device, const OpShapes& shapes) {
+  if (device == "cpu") return cpu::op_scratch_bytes(shapes);
+  if (device == "cuda") return kernel_math::cuda_op_scratch_bytes(shapes);
+  throw_error("no op scratch bound for device '" + device + "'", "use cpu or cuda");
 }
 
 }  // namespace strata

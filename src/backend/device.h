@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/op_shapes.h"
 
 namespace strata {
 
@@ -20,5 +21,10 @@ struct DeviceOptions {
 // cuda without one of those is an Error saying which is missing.
 std::string resolve_device(const std::string& requested, std::string* note = nullptr);
 std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts);
+
+// An upper bound of what backend `device` ("cpu" or "cuda") allocates as op scratch for a step
+// of these shapes, beside the engine's and the model's buffers: each backend states its own,
+// so the plan follows its kernels. Known in every build (a CPU-only build plans GPU runs).
+double op_scratch_bytes(const std::string& device, const OpShapes& shapes);
 
 }  // namespace strata

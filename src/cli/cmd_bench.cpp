@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 
 namespace strata::cli {
 
@@ -91,7 +91,7 @@ static int bench_adam_main(int argc, char** argv) {
     b.threads = parse_int32(r["threads"].as<std::string>(), "--threads");
     b.repeats = parse_int32(r["repeats"].as<std::string>(), "--repeats");
     b.isa = r["isa"].as<std::string>();
-    cpu::parse_adam_isa(b.isa);
+    host::parse_adam_isa(b.isa);
     b.pin = r.count("pin") > 0;
     b.peer = r["peer"].as<std::string>();
     b.state_dtype = r["state-dtype"].as<std::string>();

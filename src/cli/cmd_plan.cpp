@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backend/device.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
@@ -16,7 +17,8 @@
 namespace strata::cli {
 
 namespace {
-constexpr const char* kSharedWithTrain[] = {"micro-batch",
+constexpr const char* kSharedWithTrain[] = {"device",
+                                            "micro-batch",
                                             "seq-len",
                                             "threads",
                                             "reduce-bucket-size",
@@ -126,6 +128,7 @@ int plan_main(int argc, char** argv) {
     in.micro_batch = shared.micro_batch;
     in.seq_len = shared.seq_len;
     in.threads = shared.threads;
+    in.device = resolve_device(shared.device);
     in.reduce_bucket = shared.reduce_bucket_size;
     in.allgather_bucket = shared.allgather_bucket_size;
     in.persistence_threshold = shared.param_persistence_threshold;

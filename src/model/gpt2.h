@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "kernels/math/dropout_math.h"
 #include "model/activation_store.h"
 #include "model/gpt2_config.h"
 #include "model/gpt2_params.h"

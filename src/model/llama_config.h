@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/math/rope_math.h"
+#include "backend/op_specs.h"
 
 namespace strata {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/affinity.h"
+#include "host/affinity.h"
 
 namespace strata::tier {
 
@@ -94,7 +94,7 @@ TierManager::TierManager(Backend& device, TierOptions options)
   host_sum_ = be_.make_stream("tier:host_sum");
   // The host side's threads run on the host CPUs (their OpenMP teams inherit the binding).
   for (Stream* s : {d2h_.get(), h2d_.get(), host_.get(), host_sum_.get()}) {
-    s->launch_host([cpus = &opts_.host_cpus] { cpu::bind_this_thread(*cpus); });
+    s->launch_host([cpus = &opts_.host_cpus] { host::bind_this_thread(*cpus); });
     s->synchronize();
   }
   staging_ =

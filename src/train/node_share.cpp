@@ -7,7 +7,7 @@
 #include "comm/communicator.h"
 #include "core/error.h"
 #include "core/host_name.h"
-#include "cpu/affinity.h"
+#include "host/affinity.h"
 
 namespace strata {
 
@@ -46,7 +46,7 @@ NodeShare node_share(const Communicator* comm, size_t host_mem_request, const st
     host = host_name();
   }
   if (node_ram == 0) node_ram = physical_ram();
-  if (node_cpus <= 0) node_cpus = int(cpu::allowed_cpus().size());
+  if (node_cpus <= 0) node_cpus = int(host::allowed_cpus().size());
   s.cpus = std::max(1, node_cpus / s.local_size);
   if (host_mem_request == 0) {
     s.host_mem = node_ram / 10 * 9 / size_t(s.local_size);

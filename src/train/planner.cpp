@@ -5,9 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "backend/device.h"
 #include "core/error.h"
-#include "cpu/attention_amx.h"
-#include "cpu/dout_split.h"
 #include "model/model_factory.h"
 #include "zero/comm_volume.h"
 #include "zero/engine_plan.h"
@@ -38,26 +37,21 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
 
 namespace {
 
-// Upper bound of the CPU backend's grow-only op scratch (cpu/workspace.h): f32 GEMM panels
-// (A: M × 256, B: 256 × 4096 at most), the f32 accumulator of a 16-bit matmul, the
-// per-thread attention blocks, the norms' per-thread partial sums, and the LM head's f32
-// gradient split into two bf16 terms in blocks of 4096 columns with its sparse lo
-// (cpu/ops_matmul.cpp, cpu/dout_split.h).
-double scratch_bytes(const ModelSpec& m, int B, int T, int threads) {
-  const double BT = double(B) * T, C = m.n_embd();
-  const double widest = m.arch == "llama" ? 2.0 * m.llama.intermediate : 4 * C;  // fc / gate|up
-  const double hd = m.arch == "llama" ? m.llama.head_dim() : C / m.gpt2.n_head;
-  const double rows = std::max({BT, widest, double(m.padded_vocab_size())});
-  const double gemm_a = rows * std::min(256.0, std::max(C, BT));
-  const double gemm_b = 256.0 * std::min(4096.0, std::max(widest, double(m.padded_vocab_size())));
-  const double qkv = m.arch == "llama" ? double(m.llama.n_head + 2 * m.llama.n_kv_head) * hd : 3 * C;  // q|k|v width
-  const double gemm_c = BT * std::max({widest, qkv, 3 * C});
-  // The f32 path's blocks (cpu/ops_attention.cpp) or the AMX path's, whichever is larger.
-  const double attention =
-      threads * std::max(2.0 * T * T + 8.0 * T * hd, double(cpu::attention_amx_backward_floats(T, int64_t(hd))));
-  const double dout_split = BT * std::min(4096.0, double(m.padded_vocab_size())) +  // hi and lo, 2 B each
-                            double(cpu::sparse_lo_bytes(int64_t(BT))) / 4;
-  return 4 * (gemm_a + gemm_b + gemm_c + attention + threads * 2 * C + dout_split);
+// The step's op shapes, for the backend's own scratch bound.
+OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads) {
+  OpShapes s;
+  s.batch = B, s.seq_len = T, s.width = m.n_embd(), s.threads = threads;
+  s.padded_vocab = m.padded_vocab_size();
+  if (m.arch == "llama") {
+    s.widest = 2 * int64_t(m.llama.intermediate);  // gate|up
+    s.n_head = m.llama.n_head, s.head_dim = m.llama.head_dim();
+    s.qkv_width = int64_t(m.llama.n_head + 2 * m.llama.n_kv_head) * s.head_dim;
+  } else {
+    s.widest = 4 * s.width;  // fc
+    s.n_head = m.gpt2.n_head, s.head_dim = s.width / m.gpt2.n_head;
+    s.qkv_width = 3 * s.width;
+  }
+  return s;
 }
 
 }  // namespace
@@ -205,7 +199,7 @@ std::vector<PlanRow> make_plan(const PlanInput& in) {
           const double model_bytes = double(model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, storage));
           r.activations = double(
               model_device_bytes(*in.model, in.micro_batch, in.seq_len, dt, ModelStorage{false, false, false, ckpt}));
-          r.scratch = scratch_bytes(*in.model, in.micro_batch, in.seq_len, in.threads);
+          r.scratch = op_scratch_bytes(in.device, op_shapes(*in.model, in.micro_batch, in.seq_len, in.threads));
           dev = double(f.device_bytes()) + model_bytes + r.scratch;
           host = double(f.host_bytes()) + (o != "none" ? buffers : 0);
           nvme = double(f.nvme_bytes());

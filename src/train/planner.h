@@ -37,7 +37,8 @@ struct PlanInput {
   double device_flops = 1e11, net_bw = 1e9, link_bw = 1e10, host_bw = 1e10, nvme_bw = 1e9;
   int64_t reduce_bucket = zero::kDefaultBucketElements, allgather_bucket = zero::kDefaultBucketElements,
           pin_buffers = 4, pin_buffer_bytes = 16 << 20;
-  int threads = 2;  // the device's threads (per-thread op scratch)
+  int threads = 2;             // the device's threads (per-thread op scratch)
+  std::string device = "cpu";  // whose op scratch the device rows carry: cpu or cuda
   // The engine's other sizing options (train's defaults).
   int64_t sub_group_size = zero::kDefaultSubGroupSize, persistence_threshold = zero::kDefaultPersistenceThreshold;
   int prefetch_depth = 2;

@@ -55,7 +55,7 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
                  "%d rank(s) on %d node(s) (%d CPUs each), ZeRO stage %d%s; %lld steps of %.0f tokens\n",
                  model.describe().c_str(), double(model.num_params()) / 1e6,
                  std::string(dtype_name(opts.precision)).c_str(), run.backend->name().c_str(), run.pinned.c_str(),
-                 std::string(cpu::adam_isa_name(run.isa)).c_str(), run.world, run.share.nodes, run.share.cpus,
+                 std::string(host::adam_isa_name(run.isa)).c_str(), run.world, run.share.nodes, run.share.cpus,
                  opts.zero_stage,
                  run.engine_options.hpz_partition_size > 1
                      ? (", hpZ groups of " + std::to_string(run.engine_options.hpz_partition_size)).c_str()

@@ -4,8 +4,8 @@
 #include <filesystem>
 
 #include "backend/device.h"
+#include "backend/device_comm.h"
 #include "comm/communicator.h"
-#include "comm/device_comm.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/model_factory.h"
@@ -62,8 +62,8 @@ void TrainingRun::open_device() {
                    : opts.threads > 0      ? opts.threads
                                            : std::max(1, cpus - host_threads);
   if (opts.bind_cpus && offload) {
-    split = cpu::split_cpus(device_threads, host_threads, share.local_rank, share.local_size);
-    cpu::bind_this_thread(split.device);  // before the first parallel region creates the team
+    split = host::split_cpus(device_threads, host_threads, share.local_rank, share.local_size);
+    host::bind_this_thread(split.device);  // before the first parallel region creates the team
   }
   std::string device_note;
   const std::string device = resolve_device(opts.device, &device_note);  // asks CUDA once
@@ -73,10 +73,10 @@ void TrainingRun::open_device() {
   if (offload)
     tiers = std::make_unique<tier::TierManager>(
         *backend, tier::TierOptions{share.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
-  if (opts.pin_threads) pinned = cpu::pin_threads_to_physical_cores(opts.threads);
-  isa = cpu::parse_adam_isa(opts.adam_isa) == cpu::AdamIsa::automatic ? cpu::adam_default_isa()
-                                                                      : cpu::parse_adam_isa(opts.adam_isa);
-  STRATA_CHECK(cpu::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
+  if (opts.pin_threads) pinned = host::pin_threads_to_physical_cores(opts.threads);
+  isa = host::parse_adam_isa(opts.adam_isa) == host::AdamIsa::automatic ? host::adam_default_isa()
+                                                                        : host::parse_adam_isa(opts.adam_isa);
+  STRATA_CHECK(host::adam_isa_supported(isa), "--adam-isa " + opts.adam_isa + ": this CPU lacks it",
                "use --adam-isa auto");
 }
 
@@ -93,7 +93,7 @@ void TrainingRun::open_engine_and_model() {
                                                           opts.adam_bias_correction},
                                               tiers.get());
   if (engine->comm_stream() && !split.device.empty()) {  // communication is the device's work
-    engine->comm_stream()->launch_host([this] { cpu::bind_this_thread(split.device); });
+    engine->comm_stream()->launch_host([this] { host::bind_this_thread(split.device); });
     engine->comm_stream()->synchronize();
   }
   if (opts.offload_activations == "cpu")

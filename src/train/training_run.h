@@ -10,8 +10,8 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "cpu/adam/adam.h"
-#include "cpu/affinity.h"
+#include "host/adam/adam.h"
+#include "host/affinity.h"
 #include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/model_spec.h"
@@ -50,10 +50,10 @@ class TrainingRun {
   std::unique_ptr<SampleSource> data;
   std::string data_line;  // the JSONL summary for the start-up line
   NodeShare share;
-  cpu::CpuSplit split;
+  host::CpuSplit split;
   int device_threads = 0, host_threads = 0;
   std::string pinned = "no";  // --pin-threads: how
-  cpu::AdamIsa isa = cpu::AdamIsa::scalar;
+  host::AdamIsa isa = host::AdamIsa::scalar;
   std::unique_ptr<Backend> backend;
   // The engine's collectives on device buffers when opts.comm cannot reach them (NCCL over
   // MPI on GPUs); null: the engine uses opts.comm. Counts into opts.comm's counters.

@@ -1,5 +1,5 @@
 // The trainer's optimizer: AdamW over the flat parameter buffer, one fused pass per
-// parameter group through the vectorised CPU kernel (cpu/adam/adam.h). Groups carry their
+// parameter group through the vectorised CPU kernel (host/adam/adam.h). Groups carry their
 // weight decay (matmul weights and embeddings decay; biases and norms do not).
 #pragma once
 #include <cstdint>
@@ -7,14 +7,14 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 #include "zero/zero_options.h"
 
 namespace strata {
 
 struct AdamWConfig {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
-  cpu::AdamOptions kernel;      // ISA, threads, tile
+  host::AdamOptions kernel;     // ISA, threads, tile
   bool bias_correction = true;  // divide m and v by 1-β^t (DeepSpeed's bias_correction)
 };
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/engine_ops.h"
+#include "host/engine_ops.h"
 
 namespace strata::zero {
 
@@ -63,9 +63,9 @@ void unpack_piece(Backend& be, Stream& s, const PartitionLayout& layout, const B
 }
 
 void accumulate_into(void* dst, DType dst_t, const float* src, int64_t n, bool accumulate) {
-  cpu::convert_accumulate(dst, dst_t, src, DType::f32, n, accumulate);
+  host::convert_accumulate(dst, dst_t, src, DType::f32, n, accumulate);
 }
 
-double sum_squares_serial(const void* x, DType t, int64_t n) { return cpu::sum_squares(x, t, n, false); }
+double sum_squares_serial(const void* x, DType t, int64_t n) { return host::sum_squares(x, t, n, false); }
 
 }  // namespace strata::zero

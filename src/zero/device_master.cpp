@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "cpu/convert.h"
+#include "host/convert.h"
 
 namespace strata::zero {
 
@@ -31,7 +31,7 @@ void DeviceMaster::read(int64_t lo, int64_t hi, float* out) {
   }
   half_.resize(size_t(hi - lo));
   be_.download(half_.data(), static_cast<const uint16_t*>(compute_) + lo, half_.size() * 2);
-  cpu::convert_to_f32(out, half_.data(), DType::bf16, half_.size());
+  host::convert_to_f32(out, half_.data(), DType::bf16, half_.size());
   each_f32_master(
       lo, hi, [&](int64_t at, int64_t a, int64_t b) { be_.download(out + (a - lo), f32_ + at, size_t(b - a) * 4); });
 }
@@ -43,7 +43,7 @@ void DeviceMaster::write(int64_t lo, int64_t hi, const float* values) {
     return;
   }
   half_.resize(size_t(hi - lo));
-  cpu::convert_from_f32(half_.data(), DType::bf16, values, half_.size());
+  host::convert_from_f32(half_.data(), DType::bf16, values, half_.size());
   be_.upload(static_cast<uint16_t*>(compute_) + lo, half_.data(), half_.size() * 2);
   each_f32_master(
       lo, hi, [&](int64_t at, int64_t a, int64_t b) { be_.upload(f32_ + at, values + (a - lo), size_t(b - a) * 4); });

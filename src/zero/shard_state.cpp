@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/convert.h"
+#include "host/convert.h"
 
 namespace strata::zero {
 
@@ -39,13 +39,14 @@ void ShardState::io(int kind, int64_t lo, int64_t hi, float* buf, bool write) {
     const int64_t A = base + (split - base) / al * al,
                   B = std::min(host_->end(), base + (hi - base + al - 1) / al * al);
     std::vector<float> tmp(size_t(B - A));
-    host_->read_committed(kind, A, B, tmp.data());
+    const HostState state = kind == 0 ? HostState::master : kind == 1 ? HostState::m : HostState::v;
+    host_->read_committed(state, A, B, tmp.data());
     float* part = buf + (split - lo);
     if (!write) {
       std::memcpy(part, tmp.data() + (split - A), size_t(hi - split) * 4);
     } else {
       std::memcpy(tmp.data() + (split - A), part, size_t(hi - split) * 4);
-      host_->write_state(kind, A, B, tmp.data());
+      host_->write_state(state, A, B, tmp.data());
     }
   }
 }
@@ -70,11 +71,11 @@ void ShardState::device_io(int kind, int64_t at, int64_t n, float* buf, bool wri
   char* dev = static_cast<char*>(kind == 1 ? adam_.m() : adam_.v()) + size_t(at) * 2;
   std::vector<uint16_t> half(static_cast<size_t>(n));
   if (write) {
-    cpu::convert_from_f32(half.data(), DType::bf16, buf, size_t(n));
+    host::convert_from_f32(half.data(), DType::bf16, buf, size_t(n));
     be_.upload(dev, half.data(), size_t(n) * 2);
   } else {
     be_.download(half.data(), dev, size_t(n) * 2);
-    cpu::convert_to_f32(buf, half.data(), DType::bf16, size_t(n));
+    host::convert_to_f32(buf, half.data(), DType::bf16, size_t(n));
   }
 }
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
+#include "host/convert.h"
 
 namespace strata::zero {
 
@@ -105,10 +105,13 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
   if (opts_.offload_optimizer) {
     AdamWConfig host_cfg = adam_cfg_;
     host_cfg.kernel.threads = std::max(1, opts_.host_threads);
-    host_ = std::make_unique<HostOptimizer>(*tiers_, plan_.host_begin, lay.shard_elements(), all_groups, host_cfg,
-                                            opts_.speculative_step, buf_.compute_dtype, opts_.offload_param,
-                                            opts_.nvme ? &opts_.nvme_options : nullptr, rank_, plan_.chunk_elements,
-                                            opts_.states, plan_.host.f32_master_elements);
+    HostOptimizerPlan hp;
+    hp.begin = plan_.host_begin, hp.end = lay.shard_elements(), hp.groups = all_groups, hp.config = host_cfg;
+    hp.speculative = opts_.speculative_step, hp.compute_dtype = buf_.compute_dtype;
+    hp.keep_compute = opts_.offload_param, hp.nvme = opts_.nvme ? &opts_.nvme_options : nullptr, hp.rank = rank_;
+    hp.chunk_elements = plan_.chunk_elements, hp.format = opts_.states;
+    hp.f32_master_room = plan_.host.f32_master_elements;
+    host_ = std::make_unique<HostOptimizer>(*tiers_, hp);
   }
 
   // The step's scalars and the master and compute shards, as the plan sized them (0: not
@@ -205,7 +208,7 @@ void ZeroEngine::attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, c
           be_.upload(shard_master_.as<float>() + a, part.data(), size_t(b - a) * 4);
         } else {
           half.resize(size_t(b - a));
-          cpu::convert_from_f32(half.data(), buf_.compute_dtype, part.data(), size_t(b - a));
+          host::convert_from_f32(half.data(), buf_.compute_dtype, part.data(), size_t(b - a));
           be_.upload(static_cast<char*>(shard_compute_.data()) + size_t(a) * esz, half.data(), size_t(b - a) * esz);
         }
       }

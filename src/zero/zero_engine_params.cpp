@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
+#include "host/convert.h"
 #include "zero/zero_engine.h"
 
 namespace strata::zero {

@@ -1,4 +1,4 @@
-#include "cpu/affinity.h"
+#include "host/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 std::vector<int> allowed_cpus() {
   cpu_set_t set;
@@ -65,4 +65,4 @@ CpuSplit split_cpus(int device_threads, int host_threads, int local_rank, int lo
   return out;
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::host

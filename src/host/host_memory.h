@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-namespace strata::cpu {
+namespace strata::host {
 
 void* host_alloc(size_t bytes, const char* tag);  // throws strata::Error on failure
 void host_free(void* p, size_t bytes);
@@ -12,4 +12,4 @@ void host_free(void* p, size_t bytes);
 void host_lock(void* p, size_t bytes, const char* tag);
 void host_unlock(void* p, size_t bytes);
 
-}  // namespace strata::cpu
+}  // namespace strata::host

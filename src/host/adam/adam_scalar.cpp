@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu/adam/adam_kernels.h"
+#include "host/adam/adam_kernels.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 bool kernel_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
   bool nonfinite = false;
@@ -33,4 +33,4 @@ bool kernel_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Const
   return nonfinite;
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

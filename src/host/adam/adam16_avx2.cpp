@@ -1,9 +1,9 @@
 // The 16-bit-state update on AVX2 (adam16_impl.h): 8 lanes.
 #include <immintrin.h>
 
-#include "cpu/adam/adam16_impl.h"
+#include "host/adam/adam16_impl.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 namespace {
 
@@ -91,4 +91,4 @@ void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const fl
   stream_bound16<Avx2>(p, p16, m, v, s16, g, begin, end);
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

@@ -1,4 +1,4 @@
-#include "cpu/host_memory.h"
+#include "host/host_memory.h"
 
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -36,8 +36,8 @@ void host_lock(void* p, size_t bytes, const char* tag) {
   struct rlimit lim {};
   getrlimit(RLIMIT_MEMLOCK, &lim);
   const std::string limit = lim.rlim_cur == RLIM_INFINITY ? "unlimited" : format_bytes(double(lim.rlim_cur));
-  throw_error(std::string("page-locking ") + format_bytes(double(bytes)) + " for '" + tag + "' failed: " +
-                  std::strerror(err) + " (ulimit -l allows " + limit + ")",
+  throw_error(std::string("page-locking ") + format_bytes(double(bytes)) + " for '" + tag +
+                  "' failed: " + std::strerror(err) + " (ulimit -l allows " + limit + ")",
               "raise the locked-memory limit (ulimit -l unlimited, or memlock in /etc/security/limits.conf), or "
               "lower --pin-buffer-count / --pin-buffer-size");
 }
@@ -48,4 +48,4 @@ void host_free(void* p, size_t bytes) {
   if (p) munmap(p, round_up(bytes, 4096));
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::host

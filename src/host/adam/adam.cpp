@@ -1,6 +1,6 @@
 // Driver: per-step constants, ISA dispatch, and OpenMP over tiles with a static schedule
 // (the same partition first_touch_zero uses, so every thread streams pages it touched).
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 
 #include <sched.h>
 
@@ -14,9 +14,9 @@
 #endif
 
 #include "core/error.h"
-#include "cpu/adam/adam_kernels.h"
+#include "host/adam/adam_kernels.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 std::string_view adam_isa_name(AdamIsa isa) {
   switch (isa) {
@@ -185,4 +185,4 @@ std::string pin_threads_to_physical_cores(int threads) {
   return list;
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::host

@@ -3,9 +3,9 @@
 
 #include <cstdint>
 
-#include "cpu/adam/adam_kernels.h"
+#include "host/adam/adam_kernels.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 namespace {
 
@@ -80,4 +80,4 @@ void stream_bound_avx512(float* p, float* m, float* v, const float* g, int64_t b
   }
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

@@ -3,9 +3,9 @@
 // would not match the other kernels bit for bit.
 #include <immintrin.h>
 
-#include "cpu/adam/adam16_impl.h"
+#include "host/adam/adam16_impl.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 namespace {
 
@@ -106,4 +106,4 @@ void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const 
   stream_bound16<Avx512>(p, p16, m, v, s16, g, begin, end);
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

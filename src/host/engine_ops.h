@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 // dst[0, n) = src converted (RNE); with accumulate, dst = round(dst + src) for f32 src.
 // Serial: engine streams must not start OpenMP teams that compete with the compute.
@@ -15,4 +15,4 @@ void convert_accumulate(void* dst, DType dst_t, const void* src, DType src_t, in
 // (parallel only when asked, on the compute thread).
 double sum_squares(const void* x, DType t, int64_t n, bool parallel);
 
-}  // namespace strata::cpu
+}  // namespace strata::host

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu/adam/adam_kernels.h"
+#include "host/adam/adam_kernels.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 using kernel_math::round_state;
 
@@ -51,4 +51,4 @@ bool kernel16_scalar(const AdamTensors& t, int64_t begin, int64_t end, const Con
   return nonfinite;
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

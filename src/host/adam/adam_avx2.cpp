@@ -3,10 +3,10 @@
 
 #include <cstdint>
 
-#include "cpu/adam/adam_kernels.h"
-#include "cpu/simd.h"
+#include "host/adam/adam_kernels.h"
+#include "host/simd.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 namespace {
 
@@ -72,4 +72,4 @@ void stream_bound_avx2(float* p, float* m, float* v, const float* g, int64_t beg
   }
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

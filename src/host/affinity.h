@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace strata::cpu {
+namespace strata::host {
 
 // The CPUs this process may run on, in order.
 std::vector<int> allowed_cpus();
@@ -22,4 +22,4 @@ struct CpuSplit {
 // and the note says so.
 CpuSplit split_cpus(int device_threads, int host_threads, int local_rank, int local_size);
 
-}  // namespace strata::cpu
+}  // namespace strata::host

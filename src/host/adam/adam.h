@@ -20,7 +20,7 @@
 
 #include "core/dtype.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 enum class AdamIsa { automatic, scalar, avx2, avx512 };
 std::string_view adam_isa_name(AdamIsa isa);
@@ -85,4 +85,4 @@ std::string pin_threads_to_physical_cores(int threads);
 // touched by the thread that will stream it.
 void first_touch_zero(float* p, int64_t n, const AdamOptions& o = {});
 
-}  // namespace strata::cpu
+}  // namespace strata::host

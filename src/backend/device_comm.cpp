@@ -1,12 +1,12 @@
-#include "comm/device_comm.h"
+#include "backend/device_comm.h"
 
 #include "comm/mpi_comm.h"
 #include "core/error.h"
 #ifdef STRATA_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "comm/nccl_comm.h"
 #include "kernels/cuda_check.h"
+#include "kernels/nccl_comm.h"
 #endif
 
 namespace strata {

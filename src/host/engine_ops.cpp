@@ -1,13 +1,13 @@
-#include "cpu/engine_ops.h"
+#include "host/engine_ops.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
-#include "cpu/convert.h"
-#include "cpu/simd.h"
+#include "host/convert.h"
+#include "host/simd.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 namespace {
 template <typename T>  // f32, bf16 or f16 destinations, 8 lanes at a time
@@ -92,4 +92,4 @@ double sum_squares(const void* x, DType t, int64_t n, bool parallel) {
   return 0;
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::host

@@ -2,10 +2,10 @@
 #pragma once
 #include <cstdint>
 
-#include "cpu/adam/adam.h"
+#include "host/adam/adam.h"
 #include "kernels/math/adam16_math.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 // Everything per-step is folded into constants once, so the kernels do the same arithmetic:
 //   g  = grad·grad_scale;  g += l2·p            (Adam-L2 only; l2 = 0 otherwise)
@@ -71,4 +71,4 @@ void stream_bound_avx512(float* p, float* m, float* v, const float* g, int64_t b
 void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
 void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

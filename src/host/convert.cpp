@@ -1,13 +1,13 @@
-#include "cpu/convert.h"
+#include "host/convert.h"
 
 #include <immintrin.h>
 
 #include <cstring>
 #include <vector>
 
-#include "cpu/simd.h"
+#include "host/simd.h"
 
-namespace strata::cpu {
+namespace strata::host {
 
 void convert_to_f32(float* dst, const void* src, DType src_t, size_t n) {
   size_t i = 0;
@@ -64,4 +64,4 @@ void convert_parallel(void* dst, DType dst_t, const void* src, DType src_t, size
   }
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::host

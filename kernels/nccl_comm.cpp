@@ -1,4 +1,4 @@
-#include "comm/nccl_comm.h"
+#include "kernels/nccl_comm.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

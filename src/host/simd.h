@@ -9,7 +9,7 @@
 
 #include "core/dtype.h"
 
-namespace strata::cpu::simd {
+namespace strata::simd {
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const bf16* p) {
@@ -114,4 +114,4 @@ inline float exp_shift_sum(float* s, int64_t n, float shift) {
   return sum;
 }
 
-}  // namespace strata::cpu::simd
+}  // namespace strata::simd

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/adam/adam_kernels.h"
+#include "host/adam/adam_kernels.h"
 
-namespace strata::cpu::adam_impl {
+namespace strata::host::adam_impl {
 
 template <class V>
 bool kernel16(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c) {
@@ -140,4 +140,4 @@ void stream_bound16(void* p, bool p16, void* m, void* v, bool s16, const float* 
   }
 }
 
-}  // namespace strata::cpu::adam_impl
+}  // namespace strata::host::adam_impl

@@ -1,0 +1,16 @@
+// Argument checks shared by every backend's ops: a tensor's element count and dtype against
+// what the op expects, with an error naming the op and the argument.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace strata {
+
+inline int64_t last_dim(const TensorView& v) { return v.shape[v.shape.rank - 1]; }
+// Checks that a view has the expected element count, naming the op and argument.
+void expect_numel(const TensorView& v, int64_t n, const char* op, const char* arg);
+void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg);
+
+}  // namespace strata

@@ -1,0 +1,39 @@
+// What the backend's parameterised ops take besides tensors: the rotary embedding's
+// frequencies (RopeSpec, from a model config's rope_theta and rope_scaling) and dropout's mask
+// (DropoutSpec). Part of the Backend API: every backend's ops and the element math
+// (kernels/math) read them. Plain structs, compiled by the host compiler and nvcc (C++17).
+#pragma once
+#include <cstdint>
+
+#include "core/hd.h"
+
+namespace strata {
+
+// rope_scaling as transformers' ROPE_INIT_FUNCTIONS define it, for the types whose
+// frequencies do not depend on the sequence length.
+enum class RopeScaling : int { none = 0, linear = 1, llama3 = 2 };
+
+struct RopeSpec {
+  float theta = 10000.0f;
+  RopeScaling scaling = RopeScaling::none;
+  float factor = 1.0f;               // linear and llama3
+  float low_freq_factor = 1.0f;      // llama3
+  float high_freq_factor = 4.0f;     // llama3
+  int original_max_position = 8192;  // llama3: original_max_position_embeddings
+  // (Written out: the .cu files compile as C++17.)
+  bool operator==(const RopeSpec& o) const {
+    return theta == o.theta && scaling == o.scaling && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+           high_freq_factor == o.high_freq_factor && original_max_position == o.original_max_position;
+  }
+};
+
+struct DropoutSpec {
+  float p = 0.0f;          // drop probability; 0: the op is the identity
+  float scale = 1.0f;      // 1/(1-p), the kept elements' factor
+  uint32_t threshold = 0;  // keep iff the hash's high 32 bits ≥ this (p·2^32)
+  uint64_t key = 0;        // (seed, site) mixed once on the host
+  int64_t first_row = 0;   // global sample number of the batch's row 0
+  STRATA_HD bool active() const { return p > 0.0f; }
+};
+
+}  // namespace strata
