@@ -10,8 +10,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
+#include "kernels/math/scratch_sizes.h"
 #include "test_util.h"
 #include "train/lr_schedule.h"
 #include "train/metrics_log.h"
@@ -321,6 +323,35 @@ TEST(Planner, RecommendsTheFastestPlanThatFits) {
   }
   in.device_bytes = 1e6;
   EXPECT_EQ(recommend(make_plan(in)), -1);
+}
+
+// The device rows carry the op scratch of the backend the run uses, as that backend states
+// it (backend/device.h): the CPU's panels and attention blocks, or the CUDA backend's GEMM
+// workspace, norm partials, attention's D and token ring.
+TEST(Planner, DeviceRowsCarryTheirBackendsOwnScratch) {
+  PlanInput in;
+  in.model = ModelSpec::load(test::source_path("configs/llama-small.json"));
+  in.psi = double(in.model->num_params());
+  in.micro_batch = 4, in.seq_len = 256, in.threads = 2;
+  OpShapes s;
+  s.batch = 4, s.seq_len = 256, s.width = in.model->n_embd(), s.threads = 2;
+  s.padded_vocab = in.model->padded_vocab_size(), s.widest = 2 * int64_t(in.model->llama.intermediate);
+  s.n_head = in.model->llama.n_head, s.head_dim = in.model->llama.head_dim();
+  s.qkv_width = int64_t(in.model->llama.n_head + 2 * in.model->llama.n_kv_head) * s.head_dim;
+  for (const char* device : {"cpu", "cuda"}) {
+    in.device = device;
+    const std::vector<PlanRow> rows = make_plan(in);
+    ASSERT_FALSE(rows.empty());
+    for (const PlanRow& r : rows) {
+      EXPECT_EQ(r.scratch, op_scratch_bytes(device, s)) << device << ", stage " << r.stage;
+      EXPECT_GE(r.device, r.scratch) << device;
+    }
+  }
+  // The CUDA bound holds cuBLASLt's workspace and the attention's D at least.
+  EXPECT_GE(op_scratch_bytes("cuda", s),
+            double(kernel_math::kGemmWorkspaceBytes) +
+                double(kernel_math::attention_backward_scratch_bytes(4, 256, int(s.n_head))));
+  EXPECT_THROW(op_scratch_bytes("tpu", s), Error);
 }
 
 TEST(Planner, ReadsThroughputsFromBenchOutput) {
