@@ -128,7 +128,8 @@ int plan_main(int argc, char** argv) {
     in.micro_batch = shared.micro_batch;
     in.seq_len = shared.seq_len;
     in.threads = shared.threads;
-    in.device = resolve_device(shared.device);
+    // A plan is made anywhere: --device cuda plans a GPU run on a machine without one.
+    in.device = shared.device == "auto" ? resolve_device("auto") : shared.device;
     in.reduce_bucket = shared.reduce_bucket_size;
     in.allgather_bucket = shared.allgather_bucket_size;
     in.persistence_threshold = shared.param_persistence_threshold;

@@ -6,8 +6,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
+#include "cli/ds_config_block.h"
 #include "cli/ds_config_defaults.h"
 #include "core/error.h"
 
@@ -28,160 +30,70 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-namespace {
-
-using nlohmann::json;
-
-// One JSON object being read: each key must be claimed by exactly one handler.
-// What the translation says besides its settings: keys that were "auto" (the Hugging Face
-// Trainer fills them from its own arguments) and keys accepted with a note.
-struct Notes {
-  std::vector<std::string> autos;  // their paths, e.g. "optimizer.params.lr"
-  std::vector<std::string> lines;  // "FILE: key = value: note"
-};
-
-class Block {
- public:
-  Block(const json& j, std::string path, std::string file, Notes& notes)
-      : j_(j), path_(std::move(path)), file_(std::move(file)), notes_(notes) {
-    STRATA_CHECK(j.is_object(), where("") + " must be a JSON object", "see the DeepSpeed config reference");
-  }
-  std::string path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  // An accepted key: it concerns only speed or DeepSpeed's internals, or asks for what Strata
-  // does; --print-config says so in one line.
-  void accept(const std::string& key, const std::string& note) {
-    if (const json* v = get(key)) notes_.lines.push_back(from(key) + " = " + v->dump() + ": " + note);
-  }
-  void note(const std::string& key, const std::string& text) { notes_.lines.push_back(from(key) + ": " + text); }
-  std::string where(const std::string& key) const {
-    const std::string p = path_.empty() ? key : key.empty() ? path_ : path_ + "." + key;
-    return "config '" + file_ + "': " + (p.empty() ? std::string("the top level") : "'" + p + "'");
-  }
-  std::string from(const std::string& key) const { return file_ + ": " + (path_.empty() ? key : path_ + "." + key); }
-  const json* get(const std::string& key) {
-    known_.push_back(key);
-    auto it = j_.find(key);
-    if (it == j_.end()) return nullptr;
-    // Hugging Face's "auto": the Trainer fills it from its arguments. Read as absent here;
-    // resolve_autos() below fills it as the Trainer would and says how.
-    if (it->is_string() && it->get<std::string>() == "auto") {
-      notes_.autos.push_back(path_of(key));
-      return nullptr;
-    }
-    return &*it;
-  }
-  // Keys Strata understands but does not implement: refused unless they ask for what Strata
-  // does anyway (`accepted(value)`).
-  template <typename Accept>
-  void unsupported(const std::string& key, Accept accepted, const std::string& why) {
-    if (const json* v = get(key))
-      STRATA_CHECK(accepted(*v), where(key) + " = " + v->dump() + " is not implemented in Strata", why);
-  }
-  void finish() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it) {
-      if (std::find(known_.begin(), known_.end(), it.key()) != known_.end()) continue;
-      if (it.key().starts_with("_")) {  // "_comment" and the like: notes for people
-        notes_.lines.push_back(from(it.key()) + ": a comment (keys starting with '_' are not settings)");
-        continue;
-      }
-      std::string best;
-      size_t best_d = SIZE_MAX;
-      for (const std::string& k : known_)
-        if (size_t d = edit_distance(it.key(), k); d < best_d) best_d = d, best = k;
-      const bool near = best_d <= std::max<size_t>(2, it.key().size() / 4);
-      // DeepSpeed reads the top level key by key and ignores the rest (its blocks forbid
-      // extras), so a top-level key that is no near miss of a known one is passed over,
-      // with a note; a near miss is a typo that would silently change the run.
-      if (path_.empty() && !near) {
-        notes_.lines.push_back(from(it.key()) + " = " + it.value().dump().substr(0, 60) +
-                               ": not a DeepSpeed setting Strata knows; ignored, as DeepSpeed ignores it");
-        continue;
-      }
-      throw_error(where(it.key()) + " is not a key Strata knows",
-                  near ? "did you mean '" + best + "'?" : "see the table of config keys in docs/deepspeed-configs.md");
-    }
-  }
-  double number(const std::string& key, const json& v) const {
-    STRATA_CHECK(v.is_number(), where(key) + " = " + v.dump() + " is not a number", "give a number");
-    return v.get<double>();
-  }
-  // Integers may be written 5e8, as DeepSpeed's examples do.
-  long long integer(const std::string& key, const json& v) const {
-    const double d = number(key, v);
-    STRATA_CHECK(d == std::floor(d) && std::fabs(d) < 9e15, where(key) + " = " + v.dump() + " is not an integer",
-                 "give a whole number");
-    return (long long)d;
-  }
-  bool boolean(const std::string& key, const json& v) const {
-    STRATA_CHECK(v.is_boolean(), where(key) + " = " + v.dump() + " is not true or false", "give true or false");
-    return v.get<bool>();
-  }
-  std::string string(const std::string& key, const json& v) const {
-    STRATA_CHECK(v.is_string(), where(key) + " = " + v.dump() + " is not a string", "give a string");
-    return v.get<std::string>();
-  }
-
- private:
-  const json& j_;
-  std::string path_, file_;
-  Notes& notes_;
-  std::vector<std::string> known_;
-};
-
-// The shortest text that reads back as the same double.
-std::string num(double v) {
+std::string shortest_text(double v) {
   char b[32];
   const auto r = std::to_chars(b, b + sizeof b, v);
   return std::string(b, r.ptr);
 }
 
-}  // namespace
+namespace {
 
-std::vector<ConfigSetting> translate_ds_config(const std::string& path, int world, int64_t hidden,
-                                               std::vector<std::string>* notes_out) {
-  std::ifstream f(path);
-  STRATA_CHECK(f.good(), "cannot open config '" + path + "'", "check --config");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return translate_ds_config_text(ss.str(), path, world, hidden, notes_out);
-}
+using nlohmann::json;
 
-std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& path, int world,
-                                                    int64_t hidden, std::vector<std::string>* notes_out) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
-    throw_error("config '" + path + "' is not valid JSON: " + std::string(e.what()), "fix the file's syntax");
-  }
-  std::vector<ConfigSetting> out;
-  Notes notes;
-  auto set = [&](const std::string& option, const std::string& value, const std::string& from) {
-    for (ConfigSetting& s : out)
+// One config's translation: the settings it makes and the notes, one method per DeepSpeed
+// config block, each claiming its block's keys.
+class Translation {
+ public:
+  Translation(std::string path, int world) : path_(std::move(path)), world_(world) {}
+  std::vector<ConfigSetting>& settings() { return out_; }
+  Notes& notes() { return notes_; }
+
+  // --option = value, from `from`; a second setting of an option must agree with the first.
+  void set(const std::string& option, const std::string& value, const std::string& from) {
+    for (ConfigSetting& s : out_)
       if (s.option == option) {
         STRATA_CHECK(s.value == value,
-                     "config '" + path + "': " + s.from + " = " + s.value + " and " + from + " = " + value +
+                     "config '" + path_ + "': " + s.from + " = " + s.value + " and " + from + " = " + value +
                          " both set --" + option,
                      "make them agree or drop one");
         return;
       }
-    out.push_back({option, value, from});
-  };
+    out_.push_back({option, value, from});
+  }
   // key of block b → --option, read as `kind`, when present.
   enum class Kind { integer, number, text };
-  auto map_key = [&](Block& b, const std::string& key, const std::string& option, Kind kind) {
+  void map_key(Block& b, const std::string& key, const std::string& option, Kind kind) {
     const json* e = b.get(key);
     if (!e) return;
     set(option,
         kind == Kind::integer  ? std::to_string(b.integer(key, *e))
-        : kind == Kind::number ? num(b.number(key, *e))
+        : kind == Kind::number ? shortest_text(b.number(key, *e))
                                : b.string(key, *e),
         b.from(key));
-  };
-  auto yes = [](const json& v) { return v.is_boolean() && v.get<bool>(); };
-  auto no = [](const json& v) { return v.is_boolean() && !v.get<bool>(); };
-  Block top(j, "", path, notes);
+  }
 
+  void batch(Block& top);
+  void top_level(Block& top);
+  void precision(Block& top);
+  void optimizer(Block& top);
+  void scheduler(Block& top);
+  void zero_optimization(Block& top);
+  void aio(Block& top);
+  void activation_checkpointing(Block& top);
+  void stage3_offload();
+
+ private:
+  static bool yes(const json& v) { return v.is_boolean() && v.get<bool>(); }
+  static bool no(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+
+  std::string path_;
+  int world_;
+  std::vector<ConfigSetting> out_;
+  Notes notes_;
+};
+
+// train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps.
+void Translation::batch(Block& top) {
   // The batch triple: any two determine the third.
   std::optional<long long> tb, mb, ga;
   if (const json* v = top.get("train_batch_size")) tb = top.integer("train_batch_size", *v);
@@ -190,39 +102,42 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   for (auto [name, v] :
        {std::pair{"train_batch_size", tb}, {"train_micro_batch_size_per_gpu", mb}, {"gradient_accumulation_steps", ga}})
     STRATA_CHECK(!v || *v > 0, top.where(name) + " must be positive", "fix the config");
-  const std::string W = std::to_string(world);
+  const std::string W = std::to_string(world_);
   if (tb && mb && ga) {
-    STRATA_CHECK(*tb == *mb * *ga * world,
-                 "config '" + path + "': train_batch_size " + std::to_string(*tb) +
+    STRATA_CHECK(*tb == *mb * *ga * world_,
+                 "config '" + path_ + "': train_batch_size " + std::to_string(*tb) +
                      " is not train_micro_batch_size_per_gpu × gradient_accumulation_steps × ranks = " +
                      std::to_string(*mb) + " × " + std::to_string(*ga) + " × " + W,
                  "give any two of the three and Strata derives the third");
   } else if (tb && mb) {
-    STRATA_CHECK(*tb % (*mb * world) == 0,
-                 "config '" + path + "': train_batch_size " + std::to_string(*tb) +
-                     " is not a multiple of train_micro_batch_size_per_gpu × ranks = " + std::to_string(*mb * world),
+    STRATA_CHECK(*tb % (*mb * world_) == 0,
+                 "config '" + path_ + "': train_batch_size " + std::to_string(*tb) +
+                     " is not a multiple of train_micro_batch_size_per_gpu × ranks = " + std::to_string(*mb * world_),
                  "fix the batch sizes for " + W + " rank(s)");
-    ga = *tb / (*mb * world);
+    ga = *tb / (*mb * world_);
   } else if (tb && ga) {
-    STRATA_CHECK(*tb % (*ga * world) == 0,
-                 "config '" + path + "': train_batch_size " + std::to_string(*tb) +
-                     " is not a multiple of gradient_accumulation_steps × ranks = " + std::to_string(*ga * world),
+    STRATA_CHECK(*tb % (*ga * world_) == 0,
+                 "config '" + path_ + "': train_batch_size " + std::to_string(*tb) +
+                     " is not a multiple of gradient_accumulation_steps × ranks = " + std::to_string(*ga * world_),
                  "fix the batch sizes for " + W + " rank(s)");
-    mb = *tb / (*ga * world);
+    mb = *tb / (*ga * world_);
   } else if (tb) {
     STRATA_CHECK(
-        *tb % world == 0,
-        "config '" + path + "': train_batch_size " + std::to_string(*tb) + " is not a multiple of " + W + " rank(s)",
+        *tb % world_ == 0,
+        "config '" + path_ + "': train_batch_size " + std::to_string(*tb) + " is not a multiple of " + W + " rank(s)",
         "fix the batch size");
-    mb = *tb / world, ga = 1;
+    mb = *tb / world_, ga = 1;
   }
-  const std::string batch_from = path + ": " + (tb ? "train_batch_size" : "") + (tb && (mb || ga) ? "/" : "") +
+  const std::string batch_from = path_ + ": " + (tb ? "train_batch_size" : "") + (tb && (mb || ga) ? "/" : "") +
                                  (mb ? "train_micro_batch_size_per_gpu" : "");
   if (mb) set("micro-batch", std::to_string(*mb), tb ? batch_from : top.from("train_micro_batch_size_per_gpu"));
   if (ga)
     set("grad-accum", std::to_string(*ga),
-        tb ? path + ": train_batch_size/gradient_accumulation_steps" : top.from("gradient_accumulation_steps"));
+        tb ? path_ + ": train_batch_size/gradient_accumulation_steps" : top.from("gradient_accumulation_steps"));
+}
 
+// The top level's single keys: clipping, logging, and what Strata accepts or refuses.
+void Translation::top_level(Block& top) {
   map_key(top, "gradient_clipping", "grad-clip", Kind::number);
   map_key(top, "steps_per_print", "log-every", Kind::integer);
   top.accept("wall_clock_breakdown", "Strata logs its step timeline to metrics.jsonl always");
@@ -246,13 +161,15 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     top.unsupported(
         k, [](const json& v) { return v.is_object() && v.value("enabled", false) == false; },
         "Strata writes metrics.jsonl; this feature is not part of it");
+}
 
-  // Precision.
+// bf16 (or its older name bfloat16) and fp16.
+void Translation::precision(Block& top) {
   bool bf16 = false, fp16 = false;
   for (const char* name : {"bf16", "bfloat16"}) {  // "bfloat16": DeepSpeed's older name
     const json* v = top.get(name);
     if (!v) continue;
-    Block b(*v, name, path, notes);
+    Block b(*v, name, path_, notes_);
     if (const json* e = b.get("enabled")) bf16 = bf16 || b.boolean("enabled", *e);
     b.accept("immediate_grad_update", "Strata applies the update once per step");
     // DeepSpeed's 16-bit optimizer states (2026-05): a bf16 master and gradients, and bf16 m
@@ -260,15 +177,15 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     // states round stochastically unless --state-rounding nearest (DeepSpeed's rounding).
     if (const json* e = b.get("bf16_master_weights_and_grads"))
       if (b.boolean("bf16_master_weights_and_grads", *e))
-        set("master-dtype", "bf16", path + ": " + name + ".bf16_master_weights_and_grads");
+        set("master-dtype", "bf16", path_ + ": " + name + ".bf16_master_weights_and_grads");
     if (const json* e = b.get("bf16_optimizer_states"))
       if (b.boolean("bf16_optimizer_states", *e)) {
         const json* master = b.get("bf16_master_weights_and_grads");
         STRATA_CHECK(master && master->is_boolean() && master->get<bool>(),
-                     "config '" + path + "': " + name + ".bf16_optimizer_states without bf16_master_weights_and_grads",
+                     "config '" + path_ + "': " + name + ".bf16_optimizer_states without bf16_master_weights_and_grads",
                      "DeepSpeed requires both; Strata's --optimizer-state-dtype bf16 alone keeps an f32 master: "
                      "enable bf16_master_weights_and_grads too, or pass --optimizer-state-dtype bf16 instead");
-        set("optimizer-state-dtype", "bf16", path + ": " + name + ".bf16_optimizer_states");
+        set("optimizer-state-dtype", "bf16", path_ + ": " + name + ".bf16_optimizer_states");
       }
     // fp16's loss-scaling keys copied into bf16 blocks: DeepSpeed ignores them for bf16.
     for (const char* k : {"loss_scale", "loss_scale_window", "hysteresis", "min_loss_scale", "initial_scale_power"})
@@ -276,7 +193,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.finish();
   }
   if (const json* v = top.get("fp16")) {
-    Block b(*v, "fp16", path, notes);
+    Block b(*v, "fp16", path_, notes_);
     if (const json* e = b.get("enabled")) fp16 = b.boolean("enabled", *e);
     map_key(b, "loss_scale", "loss-scale", Kind::number);
     map_key(b, "initial_scale_power", "initial-scale-power", Kind::integer);
@@ -289,13 +206,15 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.accept("auto_cast", "the inputs are token ids; Strata computes in --precision either way");
     b.finish();
   }
-  STRATA_CHECK(!(bf16 && fp16), "config '" + path + "': bf16 and fp16 are both enabled", "enable one of them");
-  if (bf16) set("precision", "bf16", path + ": bf16.enabled");
-  if (fp16) set("precision", "f16", path + ": fp16.enabled");
+  STRATA_CHECK(!(bf16 && fp16), "config '" + path_ + "': bf16 and fp16 are both enabled", "enable one of them");
+  if (bf16) set("precision", "bf16", path_ + ": bf16.enabled");
+  if (fp16) set("precision", "f16", path_ + ": fp16.enabled");
+}
 
-  // Optimizer: Adam/AdamW, decoupled weight decay.
+// optimizer: Adam/AdamW, decoupled weight decay.
+void Translation::optimizer(Block& top) {
   if (const json* v = top.get("optimizer")) {
-    Block b(*v, "optimizer", path, notes);
+    Block b(*v, "optimizer", path_, notes_);
     std::string type = "AdamW";
     if (const json* t = b.get("type")) type = b.string("type", *t);
     std::string lower = type;
@@ -303,13 +222,13 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     STRATA_CHECK(lower == "adam" || lower == "adamw", b.where("type") + " = \"" + type + "\" is not implemented",
                  "Strata's optimizer is AdamW (type Adam or AdamW)");
     if (const json* p = b.get("params")) {
-      Block q(*p, "optimizer.params", path, notes);
+      Block q(*p, "optimizer.params", path_, notes_);
       map_key(q, "lr", "lr", Kind::number);
       if (const json* e = q.get("betas")) {
         STRATA_CHECK(e->is_array() && e->size() == 2 && (*e)[0].is_number() && (*e)[1].is_number(),
                      q.where("betas") + " = " + e->dump() + " is not [beta1, beta2]", "e.g. [0.9, 0.999]");
-        set("beta1", num((*e)[0].get<double>()), q.from("betas"));
-        set("beta2", num((*e)[1].get<double>()), q.from("betas"));
+        set("beta1", shortest_text((*e)[0].get<double>()), q.from("betas"));
+        set("beta2", shortest_text((*e)[1].get<double>()), q.from("betas"));
       }
       map_key(q, "eps", "eps", Kind::number);
       map_key(q, "weight_decay", "weight-decay", Kind::number);
@@ -323,10 +242,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     }
     b.finish();
   }
+}
 
-  // Scheduler: linear warmup from 0, then constant, linear or cosine decay.
+// scheduler: linear warmup from 0, then constant, linear or cosine decay.
+void Translation::scheduler(Block& top) {
   if (const json* v = top.get("scheduler")) {
-    Block b(*v, "scheduler", path, notes);
+    Block b(*v, "scheduler", path_, notes_);
     const json* t = b.get("type");
     STRATA_CHECK(t, b.where("type") + " is missing", "use WarmupLR, WarmupDecayLR or WarmupCosineLR");
     const std::string type = b.string("type", *t);
@@ -335,7 +256,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
                  "Strata schedules WarmupLR, WarmupDecayLR and WarmupCosineLR");
     set("lr-decay", type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear" : "cosine", b.from("type"));
     if (const json* p = b.get("params")) {
-      Block q(*p, "scheduler.params", path, notes);
+      Block q(*p, "scheduler.params", path_, notes_);
       map_key(q, "warmup_num_steps", "warmup", Kind::integer);
       // Absent: DeepSpeed's default "log" (add_deepspeed_defaults).
       map_key(q, "warmup_type", "warmup-type", Kind::text);
@@ -362,16 +283,19 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     }
     b.finish();
   }
+}
 
-  // ZeRO. `true`/`false`: DeepSpeed's old form, stage 1 or 0 (read_zero_config_deprecated).
+// zero_optimization and its offload blocks. `true`/`false`: DeepSpeed's old form, stage 1 or 0
+// (read_zero_config_deprecated).
+void Translation::zero_optimization(Block& top) {
   if (const json* v = top.get("zero_optimization"); v && v->is_boolean()) {
     set("zero-stage", v->get<bool>() ? "1" : "0", top.from("zero_optimization") + " (DeepSpeed's old form)");
   } else if (v) {
-    Block b(*v, "zero_optimization", path, notes);
+    Block b(*v, "zero_optimization", path_, notes_);
     map_key(b, "stage", "zero-stage", Kind::integer);
     if (const json* e = b.get("overlap_comm"))
       set("overlap-comm", b.boolean("overlap_comm", *e) ? "true" : "false", b.from("overlap_comm"));
-    // How DeepSpeed moves and lays out gradients and parameters: speed and memory, the same result.
+    // How DeepSpeed moves and lays out_ gradients and parameters: speed and memory, the same result.
     b.accept("contiguous_gradients", "Strata's gradients are always contiguous per bucket (memory only)");
     b.accept("reduce_scatter", "Strata reduce-scatters at stages 1-3 (all-reduce gives the same sums)");
     b.accept("allgather_partitions", "Strata all-gathers partitions (the same parameters either way)");
@@ -419,7 +343,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     for (const char* block : {"offload_optimizer", "offload_param"}) {
       const json* o = b.get(block);
       if (!o) continue;
-      Block q(*o, std::string("zero_optimization.") + block, path, notes);
+      Block q(*o, std::string("zero_optimization.") + block, path_, notes_);
       const std::string option = std::string(block) == "offload_optimizer" ? "offload-optimizer" : "offload-param";
       if (const json* e = q.get("device")) {
         const std::string d = q.string("device", *e);
@@ -443,9 +367,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     }
     b.finish();
   }
+}
 
+// aio: the NVMe swapping's requests.
+void Translation::aio(Block& top) {
   if (const json* v = top.get("aio")) {
-    Block b(*v, "aio", path, notes);
+    Block b(*v, "aio", path_, notes_);
     map_key(b, "block_size", "aio-block-size", Kind::integer);
     map_key(b, "queue_depth", "aio-queue-depth", Kind::integer);
     // One io_uring per swapping thread: Strata's parallelism is its host threads.
@@ -456,9 +383,12 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.unsupported("use_gds", no, "GPUDirect Storage is not supported");
     b.finish();
   }
+}
 
+// activation_checkpointing: present means on.
+void Translation::activation_checkpointing(Block& top) {
   if (const json* v = top.get("activation_checkpointing")) {
-    Block b(*v, "activation_checkpointing", path, notes);
+    Block b(*v, "activation_checkpointing", path_, notes_);
     set("activation-checkpointing", "true", top.from("activation_checkpointing") + " (present)");
     if (const json* e = b.get("cpu_checkpointing"))
       if (b.boolean("cpu_checkpointing", *e)) set("offload-activations", "cpu", b.from("cpu_checkpointing"));
@@ -472,33 +402,75 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
     b.unsupported("profile", no, "the step timeline is in metrics.jsonl");
     b.finish();
   }
-  top.finish();
-  // DeepSpeed applies offload_param at stage 3 only and ignores it below.
+}
+
+// DeepSpeed applies offload_param at stage 3 only and ignores it below; at stage 3 the
+// optimizer goes with the parameters it updates.
+void Translation::stage3_offload() {
   const auto stage =
-      std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "zero-stage"; });
+      std::find_if(out_.begin(), out_.end(), [](const ConfigSetting& s) { return s.option == "zero-stage"; });
   const auto param =
-      std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "offload-param"; });
-  if (param != out.end() && param->value != "none" && (stage == out.end() || stage->value != "3")) {
-    notes.lines.push_back(param->from + " = " + param->value +
-                          ": ignored below stage 3, as DeepSpeed ignores it (parameters stay on the device)");
-    out.erase(param);
-  } else if (param != out.end() && param->value != "none") {
+      std::find_if(out_.begin(), out_.end(), [](const ConfigSetting& s) { return s.option == "offload-param"; });
+  if (param != out_.end() && param->value != "none" && (stage == out_.end() || stage->value != "3")) {
+    notes_.lines.push_back(param->from + " = " + param->value +
+                           ": ignored below stage 3, as DeepSpeed ignores it (parameters stay on the device)");
+    out_.erase(param);
+  } else if (param != out_.end() && param->value != "none") {
     // Strata's offloaded parameters are updated where they live, by the host optimizer, so
     // the optimizer goes with them: the same result, its states in host RAM too.
     const auto opt =
-        std::find_if(out.begin(), out.end(), [](const ConfigSetting& s) { return s.option == "offload-optimizer"; });
-    if (opt == out.end() || opt->value == "none") {
+        std::find_if(out_.begin(), out_.end(), [](const ConfigSetting& s) { return s.option == "offload-optimizer"; });
+    if (opt == out_.end() || opt->value == "none") {
       const std::string tier = param->value, from = param->from;
-      if (opt != out.end()) out.erase(opt);
-      out.push_back({"offload-optimizer", tier, from + " (the optimizer goes with offloaded parameters)"});
-      notes.lines.push_back(from + " = " + tier + ": Strata offloads the optimizer with the parameters it updates " +
-                            "(the same result; the optimizer's states move to host memory too)");
+      if (opt != out_.end()) out_.erase(opt);
+      out_.push_back({"offload-optimizer", tier, from + " (the optimizer goes with offloaded parameters)"});
+      notes_.lines.push_back(from + " = " + tier + ": Strata offloads the optimizer with the parameters it updates " +
+                             "(the same result; the optimizer's states move to host memory too)");
     }
   }
+}
+
+}  // namespace
+
+std::vector<ConfigSetting> translate_ds_config(const std::string& path, int world, int64_t hidden,
+                                               std::vector<std::string>* notes_out) {
+  std::ifstream f(path);
+  STRATA_CHECK(f.good(), "cannot open config '" + path + "'", "check --config");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return translate_ds_config_text(ss.str(), path, world, hidden, notes_out);
+}
+
+std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, const std::string& path, int world,
+                                                    int64_t hidden, std::vector<std::string>* notes_out) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
+    throw_error("config '" + path + "' is not valid JSON: " + std::string(e.what()), "fix the file's syntax");
+  }
+  Translation t(path, world);
+  Block top(j, "", path, t.notes());
+  // In this order: a key's "did you mean" hint and a conflict's message follow it.
+  t.batch(top);
+  t.top_level(top);
+  t.precision(top);
+  t.optimizer(top);
+  t.scheduler(top);
+  t.zero_optimization(top);
+  t.aio(top);
+  t.activation_checkpointing(top);
+  top.finish();
+  t.stage3_offload();
+  std::vector<ConfigSetting>& out = t.settings();
+  std::vector<std::string>& lines = t.notes().lines;
   std::set<std::string> auto_options;
-  resolve_autos(notes.autos, path, hidden, set, auto_options, notes.lines);
-  add_deepspeed_defaults(j, path, out, auto_options, notes.lines);
-  if (notes_out) *notes_out = std::move(notes.lines);
+  const SetOption set = [&](const std::string& option, const std::string& value, const std::string& from) {
+    t.set(option, value, from);
+  };
+  resolve_autos(t.notes().autos, path, hidden, set, auto_options, lines);
+  add_deepspeed_defaults(j, path, out, auto_options, lines);
+  if (notes_out) *notes_out = std::move(lines);
   return out;
 }
 
