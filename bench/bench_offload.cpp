@@ -11,6 +11,7 @@
 #include "bench/bench_nvme.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "train/option_registry.h"
 #include "train/trainer.h"
 
 namespace strata::bench {
@@ -84,16 +85,16 @@ int run_offload_bench(const OffloadBenchOptions& o) {
   t.quiet = true;
   t.reduce_bucket_size = o.reduce_bucket_size;
   t.device_threads = o.device_threads;
-  t.device = o.device;
+  find_train_option("device")->set(t, o.device);
   t.threads = o.device_threads;
   t.out = (std::filesystem::temp_directory_path() / ("strata_bench_offload_" + std::to_string(getpid()))).string();
   // The same configuration with everything on the device, no budget: the device's threads
   // do the Adam too (a GPU does not get faster when nothing is offloaded).
   const TrainResult plain = o.baselines ? train(t) : TrainResult{};
-  t.offload_optimizer = "cpu";
-  t.offload_param = o.offload_param == "none" ? "none" : "cpu";
+  t.offload_optimizer = zero::OffloadTier::cpu;
+  t.offload_param = o.offload_param == "none" ? zero::OffloadTier::none : zero::OffloadTier::cpu;
   t.offload_ratio = o.offload_ratio;
-  t.speculative_step = o.speculative;
+  find_train_option("speculative-step")->set(t, o.speculative);  // as typed, checked by the registry
   t.host_threads = o.host_threads;
   t.bind_cpus = true;
   if (o.host_mem > 0) t.host_mem = size_t(o.host_mem);
@@ -101,8 +102,8 @@ int run_offload_bench(const OffloadBenchOptions& o) {
   TrainResult on_nvme;
   Drive drive;
   if (nvme) {
-    t.offload_optimizer = "nvme";
-    t.offload_param = o.offload_param == "none" ? "none" : "nvme";
+    t.offload_optimizer = zero::OffloadTier::nvme;
+    t.offload_param = o.offload_param == "none" ? zero::OffloadTier::none : zero::OffloadTier::nvme;
     t.nvme_path = o.nvme_path;
     on_nvme = train(t);
     const Mean n = timed_mean(on_nvme, o.warmup);

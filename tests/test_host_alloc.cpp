@@ -81,14 +81,15 @@ TEST(HostAllocations, TheSteadyStateStepAllocatesNothing) {
       {"bf16", [](TrainOptions& o) { o.precision = DType::bf16; }},
       {"llama", [](TrainOptions& o) { o.model = "configs/llama-bytes.json"; }},
       {"checkpointing", [](TrainOptions& o) { o.activation_checkpointing = true; }},
-      {"offload_cpu", [](TrainOptions& o) { o.zero_stage = 2, o.offload_optimizer = "cpu", o.bind_cpus = false; }},
+      {"offload_cpu",
+       [](TrainOptions& o) { o.zero_stage = 2, o.offload_optimizer = zero::OffloadTier::cpu, o.bind_cpus = false; }},
       {"offload_param_cpu",
        [](TrainOptions& o) {
-         o.zero_stage = 3, o.offload_optimizer = "cpu", o.offload_param = "cpu", o.bind_cpus = false;
+         o.zero_stage = 3, o.offload_optimizer = o.offload_param = zero::OffloadTier::cpu, o.bind_cpus = false;
        }},
       {"offload_nvme",
        [](TrainOptions& o) {
-         o.zero_stage = 3, o.offload_optimizer = "nvme", o.offload_param = "nvme", o.bind_cpus = false;
+         o.zero_stage = 3, o.offload_optimizer = o.offload_param = zero::OffloadTier::nvme, o.bind_cpus = false;
          o.nvme_path =
              (std::filesystem::temp_directory_path() / ("strata_alloc_nvme" + std::to_string(getpid()))).string();
          std::filesystem::create_directories(o.nvme_path);

@@ -74,9 +74,11 @@ TrainOptions options_for(const Case& c, bool distributed) {
   o.initial_scale_power = c.initial_scale_power;
   o.loss_scale_window = 5;
   o.micro_batch = kGlobalBatch / c.accum / (distributed ? world->size() : 1);
-  o.optimizer_state_dtype = c.moments, o.master_dtype = c.master, o.state_rounding = c.rounding;
+  test::set_option(o, "optimizer-state-dtype", c.moments);
+  test::set_option(o, "master-dtype", c.master);
+  test::set_option(o, "state-rounding", c.rounding);
   if (!distributed && (c.moments != "f32" || c.master != "f32"))  // 16-bit states live on the host
-    o.zero_stage = 1, o.offload_optimizer = "cpu";
+    o.zero_stage = 1, o.offload_optimizer = zero::OffloadTier::cpu;
   if (distributed) {
     o.comm = world;
     o.zero_stage = c.stage;
@@ -84,10 +86,10 @@ TrainOptions options_for(const Case& c, bool distributed) {
     o.reduce_bucket_size = 1500;  // several buckets, cut across sub-groups
     o.allgather_bucket_size = 2500;
     o.param_persistence_threshold = 300;
-    o.offload_optimizer = c.optimizer;
-    o.offload_param = c.param;
+    test::set_option(o, "offload-optimizer", c.optimizer);
+    test::set_option(o, "offload-param", c.param);
     o.offload_ratio = c.ratio;
-    o.speculative_step = c.speculative ? "true" : "false";
+    o.speculative_step = c.speculative ? zero::Speculation::on : zero::Speculation::off;
     o.pin_buffer_count = 3;
     o.pin_buffer_size = 4096;  // chunks smaller than a bucket
     if (c.optimizer == "nvme") {
@@ -206,7 +208,7 @@ TEST(Offload, ModelStatesEightTimesTheDeviceBudget) {
   o.device_threads = o.host_threads = 1;
   o.keep_final_params = false;
   const TrainResult plain = train(o);
-  o.offload_optimizer = o.offload_param = o.offload_activations = "cpu";
+  o.offload_optimizer = o.offload_param = o.offload_activations = zero::OffloadTier::cpu;
   o.device_mem = size_t(10) << 20;
   const TrainResult r = train(o);
   const double states = 16.0 * double(r.num_params);
@@ -255,7 +257,7 @@ TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
                  .moments = states,
                  .master = states};
     TrainOptions o = options_for(c, true);
-    o.speculative_step = "auto";  // on NVMe with clipping on: no speculation, no redone update
+    o.speculative_step = zero::Speculation::automatic;  // on NVMe with clipping on: no speculation, no redone update
     o.steps = 3, o.keep_final_params = false;
     const ModelSpec spec = ModelSpec::load(o.model);
     PlanInput in = plan_input_for(spec, world->size());

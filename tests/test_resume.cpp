@@ -119,9 +119,10 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
     o.zero_stage = c.stage, o.precision = c.precision, o.grad_accum = c.accum;
     o.sub_group_size = 700, o.reduce_bucket_size = 1500, o.allgather_bucket_size = 2500;
     o.param_persistence_threshold = 300;
-    o.offload_optimizer = c.optimizer, o.offload_param = c.param;
-    o.optimizer_state_dtype = c.states;
-    if (c.precision != DType::f32 && c.stage > 0) o.master_dtype = c.states;             // not at stage 0
+    test::set_option(o, "offload-optimizer", c.optimizer);
+    test::set_option(o, "offload-param", c.param);
+    test::set_option(o, "optimizer-state-dtype", c.states);
+    if (c.precision != DType::f32 && c.stage > 0) test::set_option(o, "master-dtype", c.states);  // not at stage 0
     if (c.precision == DType::f16) o.initial_scale_power = 30, o.loss_scale_window = 3;  // overflows, then grows
     if (c.optimizer == "nvme") {
       o.nvme_path = dir + "_nvme_r" + std::to_string(world->rank());
@@ -231,10 +232,10 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
   for (const auto& [from, to] : {std::pair{"f32", "bf16"}, std::pair{"bf16", "f32"}}) {
     const std::string dir = shared_dir(std::string("dtypes_") + from);
     TrainOptions w = base(dir);
-    w.precision = DType::bf16, w.zero_stage = 2, w.offload_optimizer = "cpu";
+    w.precision = DType::bf16, w.zero_stage = 2, w.offload_optimizer = zero::OffloadTier::cpu;
     w.sub_group_size = 700, w.reduce_bucket_size = 1500, w.allgather_bucket_size = 2500;
     w.pin_buffer_count = 3, w.pin_buffer_size = 4096;
-    w.optimizer_state_dtype = w.master_dtype = from;
+    w.optimizer_state_dtype = w.master_dtype = parse_dtype(from);
     w.device_threads = 1;  // offloaded or not, and under mpirun or not: the loss's sums alike
     TrainOptions ref = w;
     ref.out = dir + "_ref";
@@ -269,10 +270,10 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     // with the parameters in host RAM.
     r.zero_stage = 3, r.param_persistence_threshold = 300;
     if (std::string(to) == "bf16")
-      r.offload_optimizer = "none";
+      r.offload_optimizer = zero::OffloadTier::none;
     else
-      r.offload_param = "cpu";
-    r.optimizer_state_dtype = r.master_dtype = to;
+      r.offload_param = zero::OffloadTier::cpu;
+    r.optimizer_state_dtype = r.master_dtype = parse_dtype(to);
     const std::string refused = message_of(r);  // the dtypes change what the run computes
     EXPECT_NE(refused.find("--optimizer-state-dtype " + std::string(to) + " (checkpoint: " + from + ")"),
               std::string::npos)
@@ -281,7 +282,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     EXPECT_NE(refused.find("--allow-changes"), std::string::npos) << refused;
     {  // The rounding is compared only where a state is 16-bit (on a copy of the checkpoints).
       TrainOptions other = w;
-      other.on_step_begin = nullptr, other.resume = true, other.state_rounding = "nearest";
+      other.on_step_begin = nullptr, other.resume = true, other.state_rounding = zero::StateRounding::nearest;
       other.out = dir + "_rounding";
       if (world->rank() == 0) fs::copy(dir, other.out, fs::copy_options::recursive);
       world->barrier();

@@ -144,7 +144,7 @@ TEST(Trainer, ActivationCheckpointingIsExact) {
     a.precision = b.precision = c.precision = dt;
     a.device_threads = b.device_threads = c.device_threads = 2;
     b.activation_checkpointing = c.activation_checkpointing = true;
-    c.offload_activations = "cpu";
+    c.offload_activations = zero::OffloadTier::cpu;
     const TrainResult ra = train(a), rb = train(b), rc = train(c);
     for (size_t i = 0; i < ra.steps.size(); ++i) {
       EXPECT_EQ(rb.steps[i].loss, ra.steps[i].loss) << dtype_name(dt) << " step " << i + 1;
@@ -156,7 +156,7 @@ TEST(Trainer, ActivationCheckpointingIsExact) {
     EXPECT_GT(rc.steps.back().timeline.h2d_bytes, 0u);
   }
   TrainOptions bad = small_run("ckpt_bad");
-  bad.offload_activations = "cpu";  // without checkpointing there is nothing to offload
+  bad.offload_activations = zero::OffloadTier::cpu;  // without checkpointing there is nothing to offload
   EXPECT_THROW(train(bad), Error);
 }
 
@@ -211,7 +211,7 @@ TEST(Trainer, EveryOptionRangeIsCheckedNamingTheOption) {
   refused([](TrainOptions& o) { o.beta2 = 1; }, "--beta2");
   refused([](TrainOptions& o) { o.aio_block_size = 1000; }, "--aio-block-size");
   refused([](TrainOptions& o) { o.keep_checkpoints = -1; }, "--keep-checkpoints");
-  refused([](TrainOptions& o) { o.offload_optimizer = "nvme"; }, "--nvme-path");
+  refused([](TrainOptions& o) { o.offload_optimizer = zero::OffloadTier::nvme; }, "--nvme-path");
 }
 
 TEST(RunLock, OneRunPerOutDirectoryAndStaleLocksAreTakenOver) {

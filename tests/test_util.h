@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/gpt2.h"
+#include "train/option_registry.h"
 
 namespace strata::test {
 
@@ -23,6 +24,14 @@ inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
+
+// Sets `strata train` option `name` (without "--") as typed: the registry parses it, as the
+// command line does.
+inline void set_option(TrainOptions& o, std::string_view name, const std::string& value) {
+  const TrainOption* d = find_train_option(name);
+  if (!d) throw Error("no option --" + std::string(name), "a test names an option strata train does not have");
+  d->set(o, value);
+}
 
 // The message of the strata::Error that f throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {

@@ -440,8 +440,8 @@ TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
             TrainOptions o = options_for(c, true);
             o.steps = 2, o.keep_final_params = false, o.activation_checkpointing = ckpt;
             o.threads = 1, o.device_threads = 1, o.host_threads = 1;
-            o.offload_optimizer = off == "none" ? "none" : off.substr(0, off.find('+'));
-            o.offload_param = off.ends_with("+param") ? o.offload_optimizer : "none";
+            test::set_option(o, "offload-optimizer", off == "none" ? "none" : off.substr(0, off.find('+')));
+            o.offload_param = off.ends_with("+param") ? o.offload_optimizer : zero::OffloadTier::none;
             if (off.starts_with("nvme")) o.nvme_path = nvme_dir;
             const TrainResult r = train(o);
             const ModelSpec spec = ModelSpec::load(o.model);

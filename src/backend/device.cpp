@@ -38,6 +38,10 @@ std::string cuda_missing(const CudaState& s) {
 
 }  // namespace
 
+const char* device_choice_name(DeviceChoice d) {
+  return d == DeviceChoice::cpu ? "cpu" : d == DeviceChoice::cuda ? "cuda" : "auto";
+}
+
 std::string resolve_device(const std::string& requested, std::string* note) {
   STRATA_CHECK(requested == "auto" || requested == "cpu" || requested == "cuda",
                "--device: '" + requested + "' is not auto, cpu or cuda", "use auto, cpu or cuda");

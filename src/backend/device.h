@@ -16,10 +16,18 @@ struct DeviceOptions {
   int gpu = 0;  // the CUDA device (modulo the visible ones): a rank's local rank, one GPU each
 };
 
+// --device as parsed: auto, cpu or cuda.
+enum class DeviceChoice { automatic, cpu, cuda };
+// "auto", "cpu" or "cuda".
+const char* device_choice_name(DeviceChoice d);
+
 // What a request resolves to here: "cpu" or "cuda". auto: cuda when this build has CUDA and a
 // GPU is visible, else cpu (`note` says why not cuda when it matters).
 // cuda without one of those is an Error saying which is missing.
 std::string resolve_device(const std::string& requested, std::string* note = nullptr);
+inline std::string resolve_device(DeviceChoice requested, std::string* note = nullptr) {
+  return resolve_device(device_choice_name(requested), note);
+}
 std::unique_ptr<Backend> make_backend(const std::string& requested, const DeviceOptions& opts);
 
 // An upper bound of what backend `device` ("cpu" or "cuda") allocates as op scratch for a step

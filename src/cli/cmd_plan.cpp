@@ -129,7 +129,7 @@ int plan_main(int argc, char** argv) {
     in.seq_len = shared.seq_len;
     in.threads = shared.threads;
     // A plan is made anywhere: --device cuda plans a GPU run on a machine without one.
-    in.device = shared.device == "auto" ? resolve_device("auto") : shared.device;
+    in.device = shared.device == DeviceChoice::automatic ? resolve_device("auto") : device_choice_name(shared.device);
     in.reduce_bucket = shared.reduce_bucket_size;
     in.allgather_bucket = shared.allgather_bucket_size;
     in.persistence_threshold = shared.param_persistence_threshold;
@@ -137,8 +137,8 @@ int plan_main(int argc, char** argv) {
     in.grad_accum = int(shared.grad_accum);
     in.grad_clip = shared.grad_clip;
     in.speculative_step = shared.speculative_step;
-    in.states.moments = parse_dtype(shared.optimizer_state_dtype);
-    in.states.master = parse_dtype(shared.master_dtype);
+    in.states.moments = shared.optimizer_state_dtype;
+    in.states.master = shared.master_dtype;
     if (in.states.master != DType::f32 && prec != "bf16")
       return usage_error("plan", "--master-dtype bf16 needs --precision bf16 (a bf16 master is the compute copy too)");
     in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");

@@ -116,6 +116,42 @@ TrainOption text(const char* name, std::string O::*field, const char* help, std:
   return d;
 }
 
+// An enumerated field: parsed once into its enum, printed back by name. `names` lists every
+// value in --help's order.
+template <typename E>
+TrainOption choice(const char* name, E O::*field, const char* help, std::vector<std::pair<std::string, E>> names,
+                   const char* ds = "") {
+  const auto name_of = [names](E e) {
+    for (const auto& [n, v] : names)
+      if (v == e) return n;
+    return std::string("?");
+  };
+  TrainOption d = option(name, help, name_of(O{}.*field), false, ds);
+  d.set = [=](O& o, const std::string& s) {
+    std::vector<std::string> choices;
+    for (const auto& [n, v] : names) {
+      if (n == s) {
+        o.*field = v;
+        return;
+      }
+      choices.push_back(n);
+    }
+    throw_error("--" + std::string(name) + ": '" + s + "' is not one of " + list_of(choices),
+                "use one of " + list_of(choices));
+  };
+  d.get = [=](const O& o) { return name_of(o.*field); };
+  d.check = [](const O&) {};  // every value of the enum is valid
+  return d;
+}
+
+// Where offloaded states live: none (on the device), host RAM or NVMe.
+std::vector<std::pair<std::string, zero::OffloadTier>> offload_tiers() {
+  return {{"none", zero::OffloadTier::none}, {"cpu", zero::OffloadTier::cpu}, {"nvme", zero::OffloadTier::nvme}};
+}
+
+// The state dtypes: f32 or bf16.
+std::vector<std::pair<std::string, DType>> state_dtypes() { return {{"f32", DType::f32}, {"bf16", DType::bf16}}; }
+
 // A switch: present = true.
 TrainOption flag(const char* name, bool O::*field, const char* help, const char* ds = "") {
   TrainOption d = option(name, help, "", true, ds);
@@ -170,12 +206,15 @@ std::vector<TrainOption> make_options() {
   v.push_back(real("lr", &O::lr, "peak learning rate", positive, "must be positive", "optimizer.params.lr"));
   v.push_back(
       integer("warmup", &O::warmup, "linear warmup steps", 0, INT64_MAX, false, "scheduler.params.warmup_num_steps"));
-  v.push_back(text("warmup-type", &O::warmup_type,
-                   "linear | log (DeepSpeed's default: lr·ln(max(step,1))/ln(warmup), step for step as DeepSpeed)",
-                   {"linear", "log"}, "scheduler.params.warmup_type"));
-  v.push_back(text("lr-decay", &O::lr_decay,
-                   "after warmup: cosine | linear | constant (down to --min-lr-ratio at the last step)",
-                   {"cosine", "linear", "constant"}));
+  v.push_back(choice("warmup-type", &O::warmup_type,
+                     "linear | log (DeepSpeed's default: lr·ln(max(step,1))/ln(warmup), step for step as DeepSpeed)",
+                     {{"linear", LrSchedule::Warmup::linear}, {"log", LrSchedule::Warmup::log}},
+                     "scheduler.params.warmup_type"));
+  v.push_back(choice("lr-decay", &O::lr_decay,
+                     "after warmup: cosine | linear | constant (down to --min-lr-ratio at the last step)",
+                     {{"cosine", LrSchedule::Decay::cosine},
+                      {"linear", LrSchedule::Decay::linear},
+                      {"constant", LrSchedule::Decay::constant}}));
   v.push_back(real("min-lr-ratio", &O::min_lr_ratio, "cosine decay floor as a fraction of --lr", fraction,
                    "must be in [0, 1]", "scheduler.params.cos_min_ratio"));
   v.push_back(real("weight-decay", &O::weight_decay, "AdamW decoupled weight decay (matmul weights and embeddings)",
@@ -216,10 +255,10 @@ std::vector<TrainOption> make_options() {
   v.push_back(flag("pin-threads", &O::pin_threads, "pin the OpenMP threads one per physical core"));
   v.push_back(text("adam-isa", &O::adam_isa, "CPU Adam kernel: auto | scalar | avx2 | avx512",
                    {"auto", "scalar", "avx2", "avx512"}));
-  v.push_back(text("device", &O::device,
-                   "auto | cpu | cuda: the backend (auto: cuda when this build has CUDA and a GPU is visible, else "
-                   "the CPU)",
-                   {"auto", "cpu", "cuda"}));
+  v.push_back(choice("device", &O::device,
+                     "auto | cpu | cuda: the backend (auto: cuda when this build has CUDA and a GPU is visible, else "
+                     "the CPU)",
+                     {{"auto", DeviceChoice::automatic}, {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}}));
   v.push_back(bytes("device-mem", &O::device_mem, "device memory budget, e.g. 8GiB", 1));
   v.push_back(integer("zero-stage", &O::zero_stage,
                       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under "
@@ -296,11 +335,11 @@ std::vector<TrainOption> make_options() {
     d.check = [](const O&) {};  // 0: auto
     v.push_back(d);
   }
-  v.push_back(text("offload-optimizer", &O::offload_optimizer,
-                   "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
-                   {"none", "cpu", "nvme"}, "zero_optimization.offload_optimizer.device"));
-  v.push_back(text("offload-param", &O::offload_param, "none | cpu | nvme: stage-3 parameters (the optimizer's tier)",
-                   {"none", "cpu", "nvme"}, "zero_optimization.offload_param.device"));
+  v.push_back(choice("offload-optimizer", &O::offload_optimizer,
+                     "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
+                     offload_tiers(), "zero_optimization.offload_optimizer.device"));
+  v.push_back(choice("offload-param", &O::offload_param, "none | cpu | nvme: stage-3 parameters (the optimizer's tier)",
+                     offload_tiers(), "zero_optimization.offload_param.device"));
   v.push_back(text("nvme-path", &O::nvme_path, "directory for the per-rank NVMe swap files (--offload-* nvme)", {},
                    "zero_optimization.offload_optimizer.nvme_path"));
   v.push_back(integer("aio-queue-depth", &O::aio_queue_depth, "io_uring requests in flight per ring", 1, 4096, false,
@@ -310,23 +349,24 @@ std::vector<TrainOption> make_options() {
   v.push_back(real("offload-ratio", &O::offload_ratio,
                    "fraction of the optimizer offloaded (the rest stays on the device)", fraction, "must be in [0, 1]",
                    "zero_optimization.offload_optimizer.ratio"));
-  v.push_back(text("speculative-step", &O::speculative_step,
-                   "auto | true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host "
-                   "states) | false: after the norm (auto: true unless the states are on NVMe and --grad-clip is on)",
-                   {"auto", "true", "false"}));
-  v.push_back(text("optimizer-state-dtype", &O::optimizer_state_dtype,
-                   "f32 | bf16: Adam's m and v (bf16: 4 B per parameter instead of 8, on the device, in host RAM "
-                   "or on NVMe)",
-                   {"f32", "bf16"}, "bf16.bf16_optimizer_states"));
-  v.push_back(text("master-dtype", &O::master_dtype,
-                   "f32 | bf16: the master parameters (bf16: with --precision bf16 they are the compute copy too, "
-                   "and norm gains and biases keep an f32 master beside it; --zero-stage 1-3, on the device, in host "
-                   "RAM or on NVMe)",
-                   {"f32", "bf16"}, "bf16.bf16_master_weights_and_grads"));
-  v.push_back(text("state-rounding", &O::state_rounding,
-                   "stochastic | nearest: how bf16 optimizer states are rounded (stochastic: from the seed, step "
-                   "and element, so resume and any rank count give the same bits)",
-                   {"stochastic", "nearest"}));
+  v.push_back(choice(
+      "speculative-step", &O::speculative_step,
+      "auto | true: CPU Adam during backward, redone if clipping/overflow says so (2 copies of host "
+      "states) | false: after the norm (auto: true unless the states are on NVMe and --grad-clip is on)",
+      {{"auto", zero::Speculation::automatic}, {"true", zero::Speculation::on}, {"false", zero::Speculation::off}}));
+  v.push_back(choice("optimizer-state-dtype", &O::optimizer_state_dtype,
+                     "f32 | bf16: Adam's m and v (bf16: 4 B per parameter instead of 8, on the device, in host RAM "
+                     "or on NVMe)",
+                     state_dtypes(), "bf16.bf16_optimizer_states"));
+  v.push_back(choice("master-dtype", &O::master_dtype,
+                     "f32 | bf16: the master parameters (bf16: with --precision bf16 they are the compute copy too, "
+                     "and norm gains and biases keep an f32 master beside it; --zero-stage 1-3, on the device, in host "
+                     "RAM or on NVMe)",
+                     state_dtypes(), "bf16.bf16_master_weights_and_grads"));
+  v.push_back(choice("state-rounding", &O::state_rounding,
+                     "stochastic | nearest: how bf16 optimizer states are rounded (stochastic: from the seed, step "
+                     "and element, so resume and any rank count give the same bits)",
+                     {{"stochastic", zero::StateRounding::stochastic}, {"nearest", zero::StateRounding::nearest}}));
   v.push_back(integer("pin-buffer-count", &O::pin_buffer_count, "page-locked staging buffers", 1, 4096, false,
                       "zero_optimization.offload_optimizer.buffer_count"));
   v.push_back(bytes("pin-buffer-size", &O::pin_buffer_size, "bytes per staging buffer", 4096, 1,
@@ -339,8 +379,9 @@ std::vector<TrainOption> make_options() {
                       "true: device and host threads on disjoint CPUs when offloading | false", "true"));
   v.push_back(flag("activation-checkpointing", &O::activation_checkpointing,
                    "keep each layer's output only and recompute the layer in backward", "activation_checkpointing"));
-  v.push_back(text("offload-activations", &O::offload_activations, "none | cpu: activation checkpoints in host RAM",
-                   {"none", "cpu"}, "activation_checkpointing.cpu_checkpointing"));
+  v.push_back(choice("offload-activations", &O::offload_activations, "none | cpu: activation checkpoints in host RAM",
+                     {{"none", zero::OffloadTier::none}, {"cpu", zero::OffloadTier::cpu}},
+                     "activation_checkpointing.cpu_checkpointing"));
   v.push_back(count("save-every", &O::save_every,
                     "steps between checkpoints in OUT/checkpoints (0 = none; the last step is saved too)", 0));
   v.push_back(count("keep-checkpoints", &O::keep_checkpoints, "complete checkpoints kept, newest first (0 = all)", 0));
@@ -369,14 +410,23 @@ const TrainOption* find_train_option(std::string_view name) {
 // Each option's own range from the registry, then the rules that tie options together.
 void validate_options(const TrainOptions& o) {
   for (const TrainOption& d : train_options()) d.check(o);
-  STRATA_CHECK(o.offload_param == "none" || o.offload_param == o.offload_optimizer,
-               "--offload-param " + o.offload_param + " with --offload-optimizer " + o.offload_optimizer,
+  using zero::OffloadTier;
+  STRATA_CHECK(o.offload_param == OffloadTier::none || o.offload_param == o.offload_optimizer,
+               "--offload-param " + option_value(o, "offload-param") + " with --offload-optimizer " +
+                   option_value(o, "offload-optimizer"),
                "offloaded parameters live where the optimizer that updates them lives: give both the same tier");
-  STRATA_CHECK(o.offload_optimizer != "nvme" || !o.nvme_path.empty(), "--offload-optimizer nvme without --nvme-path",
+  STRATA_CHECK(o.offload_optimizer != OffloadTier::nvme || !o.nvme_path.empty(),
+               "--offload-optimizer nvme without --nvme-path",
                "give --nvme-path DIR on a local NVMe (or SSD) file system");
-  STRATA_CHECK(o.offload_activations == "none" || o.activation_checkpointing,
+  STRATA_CHECK(o.offload_activations == OffloadTier::none || o.activation_checkpointing,
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
+}
+
+std::string option_value(const TrainOptions& o, std::string_view name) {
+  const TrainOption* d = find_train_option(name);
+  STRATA_CHECK(d, "no option --" + std::string(name), "this is a bug in the caller");
+  return d->get(o);
 }
 
 }  // namespace strata

@@ -31,5 +31,7 @@ struct TrainOption {
 const std::vector<TrainOption>& train_options();
 // The option called `name` (without "--"); null when there is none.
 const TrainOption* find_train_option(std::string_view name);
+// Option `name`'s value in `o` as it would be typed (checkpoint manifests, messages).
+std::string option_value(const TrainOptions& o, std::string_view name);
 
 }  // namespace strata

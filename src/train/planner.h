@@ -48,7 +48,7 @@ struct PlanInput {
   // What decides the bytes a step moves between the tiers (train's defaults).
   int grad_accum = 1;
   double grad_clip = 1.0;
-  std::string speculative_step = "auto";
+  zero::Speculation speculative_step = zero::Speculation::automatic;
   // The optimizer's state dtypes (--master-dtype, --optimizer-state-dtype); rows that
   // keep the optimizer on the device keep an f32 master, as the engine does.
   zero::StateFormat states;

@@ -6,6 +6,7 @@
 #include "comm/communicator.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "train/option_registry.h"
 
 namespace strata {
 
@@ -40,16 +41,16 @@ std::vector<Difference> differences(const CheckpointManifest& m, const TrainOpti
                          " = " + std::to_string(saved),
                      true});
   }
-  cmp("master_dtype", "--master-dtype", o.master_dtype, true);
-  cmp("optimizer_state_dtype", "--optimizer-state-dtype", o.optimizer_state_dtype, true);
+  cmp("master_dtype", "--master-dtype", option_value(o, "master-dtype"), true);
+  cmp("optimizer_state_dtype", "--optimizer-state-dtype", option_value(o, "optimizer-state-dtype"), true);
   // The rounding matters only where a state is 16-bit, in the checkpoint's run or this one.
   const auto saved_bf16 = [&](const char* key) { return r.contains(key) && r[key] == "bf16"; };
-  if (o.optimizer_state_dtype == "bf16" || o.master_dtype == "bf16" || saved_bf16("optimizer_state_dtype") ||
+  if (o.optimizer_state_dtype == DType::bf16 || o.master_dtype == DType::bf16 || saved_bf16("optimizer_state_dtype") ||
       saved_bf16("master_dtype"))
-    cmp("state_rounding", "--state-rounding", o.state_rounding, true);
+    cmp("state_rounding", "--state-rounding", option_value(o, "state-rounding"), true);
   cmp("lr", "--lr", o.lr, false);
   cmp("warmup", "--warmup", o.warmup, false);
-  cmp("warmup_type", "--warmup-type", o.warmup_type, false);
+  cmp("warmup_type", "--warmup-type", option_value(o, "warmup-type"), false);
   cmp("adam_bias_correction", "--adam-bias-correction", o.adam_bias_correction, false);
   cmp("steps", "--steps", o.steps, false);
   cmp("data", "--data", data_path, false);

@@ -4,6 +4,7 @@
 #include <span>
 
 #include "comm/communicator.h"
+#include "train/option_registry.h"
 
 namespace strata {
 
@@ -40,8 +41,8 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult
       {"n_embd", spec.n_embd()},
       {"ranks", world},
       {"zero_stage", opts.zero_stage},
-      {"offload_optimizer", opts.offload_optimizer},
-      {"offload_param", opts.offload_param},
+      {"offload_optimizer", option_value(opts, "offload-optimizer")},
+      {"offload_param", option_value(opts, "offload-param")},
       {"activation_checkpointing", opts.activation_checkpointing},
       {"precision", std::string(dtype_name(opts.precision))},
       {"micro_batch", opts.micro_batch},

@@ -85,16 +85,16 @@ zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec
     zo.hpz_partition_size = comm ? comm->local_size() : 1;
   }
   zo.overlap_comm = opts.overlap_comm;
-  zo.offload_optimizer = opts.offload_optimizer != "none";
-  zo.offload_param = opts.offload_param != "none";
-  zo.nvme = opts.offload_optimizer == "nvme";
+  zo.offload_optimizer = opts.offload_optimizer != zero::OffloadTier::none;
+  zo.offload_param = opts.offload_param != zero::OffloadTier::none;
+  zo.nvme = opts.offload_optimizer == zero::OffloadTier::nvme;
   zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
   zo.offload_ratio = opts.offload_ratio;
   zo.speculative_step = zero::speculative_step_for(opts.speculative_step, zo.nvme, opts.grad_clip);
   zo.host_threads = std::max(1, host_threads);
-  zo.states.moments = parse_dtype(opts.optimizer_state_dtype);
-  zo.states.master = parse_dtype(opts.master_dtype);
-  zo.states.stochastic = opts.state_rounding == "stochastic";
+  zo.states.moments = opts.optimizer_state_dtype;
+  zo.states.master = opts.master_dtype;
+  zo.states.stochastic = opts.state_rounding == zero::StateRounding::stochastic;
   zo.states.seed = opts.seed;
   return zo;
 }

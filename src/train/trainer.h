@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/dtype.h"
+#include "train/lr_schedule.h"
 #include "zero/defaults.h"
+#include "zero/zero_options.h"
 
 namespace strata {
 
@@ -33,8 +36,8 @@ struct TrainOptions {
   double lr = 2e-3;
   int64_t warmup = 20;
   double min_lr_ratio = 0.1;
-  std::string lr_decay = "cosine";     // cosine | linear | constant
-  std::string warmup_type = "linear";  // linear | log (DeepSpeed's WarmupLR default)
+  LrSchedule::Decay lr_decay = LrSchedule::Decay::cosine;
+  LrSchedule::Warmup warmup_type = LrSchedule::Warmup::linear;  // log: DeepSpeed's WarmupLR default
   double weight_decay = 0.1;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   bool adam_bias_correction = true;  // DeepSpeed's optimizer.params.bias_correction
@@ -46,7 +49,7 @@ struct TrainOptions {
   int threads = 0;
   bool pin_threads = false;       // pin OpenMP threads one per physical core
   std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
-  std::string device = "auto";    // auto | cpu | cuda (backend/device.h)
+  DeviceChoice device = DeviceChoice::automatic;  // backend/device.h
   size_t device_mem = size_t(8) << 30;
   bool quiet = false;  // no progress line (tests)
   // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.
@@ -71,32 +74,32 @@ struct TrainOptions {
   int hysteresis = 2;
   double min_loss_scale = 1;
   // Tiers and offload.
-  size_t host_mem = 0;                      // --host-mem: the host tier's budget per rank (0: node RAM / its ranks)
-  std::string offload_optimizer = "none";   // none | cpu | nvme
-  std::string offload_param = "none";       // none | cpu | nvme (stage 3; the optimizer's tier)
-  std::string nvme_path;                    // --nvme-path: directory for the per-rank swap files
-  int aio_queue_depth = 32;                 // io_uring requests in flight
-  size_t aio_block_size = size_t(1) << 20;  // bytes per I/O request
-  bool nvme_checksum = false;               // xxHash64 per block, verified on read
-  io::IoFaults* nvme_faults = nullptr;      // test seam around the rings
+  size_t host_mem = 0;  // --host-mem: the host tier's budget per rank (0: node RAM / its ranks)
+  zero::OffloadTier offload_optimizer = zero::OffloadTier::none;
+  zero::OffloadTier offload_param = zero::OffloadTier::none;  // stage 3; the optimizer's tier
+  std::string nvme_path;                                      // --nvme-path: directory for the per-rank swap files
+  int aio_queue_depth = 32;                                   // io_uring requests in flight
+  size_t aio_block_size = size_t(1) << 20;                    // bytes per I/O request
+  bool nvme_checksum = false;                                 // xxHash64 per block, verified on read
+  io::IoFaults* nvme_faults = nullptr;                        // test seam around the rings
   // Tests: called before each step (0-based), and with the committed parameters when a step
   // fails (what survives).
   std::function<void(int64_t)> on_step_begin;
   std::function<void(std::span<const float>)> on_step_error;
   double offload_ratio = 1.0;
-  std::string speculative_step = "auto";  // auto | true | false (zero::speculative_step_for)
+  zero::Speculation speculative_step = zero::Speculation::automatic;  // zero::speculative_step_for
   // The optimizer's state dtypes (f32 | bf16; a bf16 master at stages 1-3) and a 16-bit
   // state's rounding.
-  std::string optimizer_state_dtype = "f32";  // m and v
-  std::string master_dtype = "f32";
-  std::string state_rounding = "stochastic";  // stochastic | nearest
+  DType optimizer_state_dtype = DType::f32;  // m and v
+  DType master_dtype = DType::f32;
+  zero::StateRounding state_rounding = zero::StateRounding::stochastic;
   int pin_buffer_count = 4;
   size_t pin_buffer_size = size_t(16) << 20;
   // The CPU backend's two sides: the device's threads (ops, communication) and the host's
   // (CPU Adam, staging copies). 0: all CPUs for the device without offload; with offload,
   // half each. bind_cpus puts them on disjoint CPUs (the CLI does; in-process callers opt in).
-  bool activation_checkpointing = false;     // keep layer outputs only, recompute in backward
-  std::string offload_activations = "none";  // none | cpu: the checkpoints in host RAM
+  bool activation_checkpointing = false;                            // keep layer outputs only, recompute in backward
+  zero::OffloadTier offload_activations = zero::OffloadTier::none;  // cpu: the checkpoints in host RAM
   int device_threads = 0;
   int host_threads = 0;
   bool bind_cpus = false;

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "model/model_factory.h"
+#include "train/option_registry.h"
 #include "train/resume.h"
 #include "train/train_setup.h"
 
@@ -43,18 +44,16 @@ TrainingRun::TrainingRun(const TrainOptions& o)
   data = make_training_data(opts, data_path, model_path, hf_dir, spec, &data_line);
   open_device();
   open_engine_and_model();
-  schedule = {opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio,
-              opts.lr_decay == "linear"     ? LrSchedule::Decay::linear
-              : opts.lr_decay == "constant" ? LrSchedule::Decay::constant
-                                            : LrSchedule::Decay::cosine};
-  schedule.warmup_type = opts.warmup_type == "log" ? LrSchedule::Warmup::log : LrSchedule::Warmup::linear;
+  schedule = {opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio, opts.lr_decay};
+  schedule.warmup_type = opts.warmup_type;
 }
 
 // This rank's share of its node, the device's and the host's threads (disjoint CPUs when
 // bound), the backend --device names, and the tiers when anything is offloaded.
 void TrainingRun::open_device() {
-  const bool offload =
-      opts.offload_optimizer != "none" || opts.offload_param != "none" || opts.offload_activations != "none";
+  const bool offload = opts.offload_optimizer != zero::OffloadTier::none ||
+                       opts.offload_param != zero::OffloadTier::none ||
+                       opts.offload_activations != zero::OffloadTier::none;
   share = node_share(opts.comm, opts.host_mem, opts.nvme_path);
   const int cpus = share.cpus;
   host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
@@ -96,7 +95,7 @@ void TrainingRun::open_engine_and_model() {
     engine->comm_stream()->launch_host([this] { host::bind_this_thread(split.device); });
     engine->comm_stream()->synchronize();
   }
-  if (opts.offload_activations == "cpu")
+  if (opts.offload_activations == zero::OffloadTier::cpu)
     activations = std::make_unique<tier::HostActivationStore>(
         *tiers, spec.n_layer(),
         size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(spec.n_embd()) * dtype_size(opts.precision));
@@ -143,16 +142,16 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
                    {"last_overflow", scaler.last_overflow}};
   m.run = {{"lr", opts.lr},
            {"warmup", opts.warmup},
-           {"warmup_type", opts.warmup_type},
+           {"warmup_type", option_value(opts, "warmup-type")},
            {"adam_bias_correction", opts.adam_bias_correction},
            {"steps", opts.steps},
            {"micro_batch", opts.micro_batch},
            {"grad_accum", opts.grad_accum},
            {"seq_len", opts.seq_len},
            {"precision", std::string(dtype_name(opts.precision))},
-           {"master_dtype", opts.master_dtype},
-           {"optimizer_state_dtype", opts.optimizer_state_dtype},
-           {"state_rounding", opts.state_rounding},
+           {"master_dtype", option_value(opts, "master-dtype")},
+           {"optimizer_state_dtype", option_value(opts, "optimizer-state-dtype")},
+           {"state_rounding", option_value(opts, "state-rounding")},
            {"data", data_path}};
   // The model directory a run started from: `strata export` copies its tokenizer files,
   // generation_config.json and special token ids into the exported model.
@@ -163,7 +162,7 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
   // one's (a bf16 master's parameters without weight decay keep f32, as in the run). The
   // engine reads states widened to f32, which narrows back exactly.
   zero::StateFormat format;
-  format.master = parse_dtype(opts.master_dtype), format.moments = parse_dtype(opts.optimizer_state_dtype);
+  format.master = opts.master_dtype, format.moments = opts.optimizer_state_dtype;
   const auto dtype_of = [&](const zero::StatePiece& p) {
     return p.kind == 0 ? format.master_of(p.weight_decay) : format.moments;
   };

@@ -21,6 +21,9 @@ struct StagePolicy {
 // The dtypes of the host's optimizer states and how a 16-bit state is rounded. m and v
 // in bf16 halve their bytes; a bf16 master (with --precision bf16) is the compute copy too,
 // so a parameter costs 2 + 2 + 2 bytes of state instead of 4 + 4 + 4 (+ 2).
+// --state-rounding: how a 16-bit optimizer state is rounded after each update.
+enum class StateRounding { stochastic, nearest };
+
 struct StateFormat {
   DType master = DType::f32;   // --master-dtype f32 | bf16
   DType moments = DType::f32;  // --optimizer-state-dtype f32 | bf16 (m and v)
@@ -63,8 +66,15 @@ struct ZeroOptions {
 // --speculative-step auto: speculate unless the states are on NVMe and clipping is on. A
 // clipped step (most steps of most runs, at --grad-clip 1) redoes the speculative update,
 // which in RAM costs CPU time but on NVMe reads and writes every state twice.
-inline bool speculative_step_for(const std::string& mode, bool nvme, double grad_clip) {
-  return mode == "true" || (mode == "auto" && !(nvme && grad_clip > 0));
+// --offload-optimizer, --offload-param, --offload-activations: where a kind of state lives
+// when it is not on the device.
+enum class OffloadTier { none, cpu, nvme };
+
+// --speculative-step: auto (speculate unless the states are on NVMe and clipping is on), or
+// always, or never.
+enum class Speculation { automatic, on, off };
+inline bool speculative_step_for(Speculation mode, bool nvme, double grad_clip) {
+  return mode == Speculation::on || (mode == Speculation::automatic && !(nvme && grad_clip > 0));
 }
 
 // Throws, naming the options and what to do, when they cannot run together on `world` ranks.
