@@ -37,6 +37,8 @@ inline size_t rope_table_bytes(int64_t T, int head_dim) { return size_t(T) * siz
 // step of these shapes: the GEMM workspace, the op scratch (grown by doubling, so at most
 // twice the largest request), the square-sum partials of up to `streams` streams, one RoPE
 // table and the token ring.
+// A run makes at most 6 streams: compute, the engine's communication stream and the tier
+// manager's four (zero_engine.cpp, tier_manager.cpp); each that sums squares gets its own partials.
 inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
   const int64_t N = s.rows();
   const int64_t columns = std::max({s.width, s.widest, s.qkv_width, 3 * s.width});

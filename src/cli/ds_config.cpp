@@ -30,15 +30,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+namespace {
+
+using nlohmann::json;
+
+// The shortest text that reads back as the same double.
 std::string shortest_text(double v) {
   char b[32];
   const auto r = std::to_chars(b, b + sizeof b, v);
   return std::string(b, r.ptr);
 }
-
-namespace {
-
-using nlohmann::json;
 
 // One config's translation: the settings it makes and the notes, one method per DeepSpeed
 // config block, each claiming its block's keys.

@@ -110,7 +110,4 @@ class Block {
   std::vector<std::string> known_;
 };
 
-// The shortest text that reads back as the same double.
-std::string shortest_text(double v);
-
 }  // namespace strata::cli

@@ -258,7 +258,9 @@ std::vector<TrainOption> make_options() {
   v.push_back(choice("device", &O::device,
                      "auto | cpu | cuda: the backend (auto: cuda when this build has CUDA and a GPU is visible, else "
                      "the CPU)",
-                     {{"auto", DeviceChoice::automatic}, {"cpu", DeviceChoice::cpu}, {"cuda", DeviceChoice::cuda}}));
+                     {{device_choice_name(DeviceChoice::automatic), DeviceChoice::automatic},
+                      {device_choice_name(DeviceChoice::cpu), DeviceChoice::cpu},
+                      {device_choice_name(DeviceChoice::cuda), DeviceChoice::cuda}}));
   v.push_back(bytes("device-mem", &O::device_mem, "device memory budget, e.g. 8GiB", 1));
   v.push_back(integer("zero-stage", &O::zero_stage,
                       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under "

@@ -62,7 +62,6 @@ class HostOptimizer {
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
   bool speculative() const { return speculative_; }
-  bool on_nvme() const { return store_->nvme_file() != nullptr; }
   size_t bytes() const;  // host RAM held
   const io::NvmeFile* nvme_file() const { return store_->nvme_file(); }
   void set_faults(io::IoFaults* f) { store_->set_faults(f); }

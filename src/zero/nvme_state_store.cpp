@@ -12,6 +12,11 @@ NvmeStateStore::NvmeStateStore(tier::TierManager& tm, const StoreShape& shape, s
                                int64_t chunk_elements, const HostOptimizerSizes& sizes)
     : StateStore(shape), file_(std::move(file)), region_{sizes.region[0], sizes.region[1], sizes.region[2]} {
   const size_t ce = size_t(chunk_elements), slot = size_t(sizes.swap / 3);
+  STRATA_CHECK(
+      sizes.swap == 3 * ce * (shape.size(HostState::master) + 2 * shape.size(HostState::m) + dtype_size(shape.compute)),
+      "NvmeStateStore: " + std::to_string(sizes.swap) + " bytes of swap slots for chunks of " +
+          std::to_string(chunk_elements) + " elements",
+      "this is a bug: host_optimizer_sizes and the slot layout disagree");
   swap_ = tm.allocate(Tier::host, sizes.swap, "host:nvme_swap", true);
   for (int s = 0; s < 3; ++s) {
     char* base = static_cast<char*>(swap_.data()) + size_t(s) * slot;

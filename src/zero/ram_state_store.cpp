@@ -7,13 +7,6 @@
 
 namespace strata::zero {
 
-void StoreShape::master_to_compute(void* dst, const void* master, int64_t n) const {
-  if (format.master == compute)
-    std::memcpy(dst, master, size_t(n) * dtype_size(compute));
-  else  // an f32 master (a bf16 one comes only with bf16 compute)
-    host::convert_from_f32(dst, compute, static_cast<const float*>(master), size_t(n));
-}
-
 namespace {
 
 // Zero-fills a state buffer with the CPU Adam's tile partition (first touch by the thread
