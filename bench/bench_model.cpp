@@ -14,6 +14,7 @@
 #endif
 
 #include "backend/device.h"
+#include "bench/bf16_dot_rate.h"
 #include "bench/gemm_bound.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -133,21 +134,19 @@ int run_model_bench(const ModelBenchOptions& o) {
       if (pos) out.push_back(s.substr(0, pos));
     return out;
   };
-  // Which path 16-bit GEMMs take on this CPU, and why (cpu/gemm_lowp.h).
-  const char* path = cpu::lowp_gemm_mode() == cpu::LowpGemm::strata   ? "strata"
-                     : cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn ? "onednn"
-                                                                      : "panels";
+  // Which path 16-bit GEMMs take on this CPU, and why (cpu/gemm_path.h).
+  const std::string path(cpu::lowp_gemm_name(cpu::lowp_gemm_mode()));
   result["gemm_path_16bit"] = path;
   const std::string amx = cpu::lowp_gemm_amx_impl();
   if (!amx.empty()) result["amx_impl"] = amx;
   if (!amx.empty() && cpu::lowp_gemm_mode() == cpu::LowpGemm::onednn) {
-    std::printf("16-bit GEMMs: %s (AMX: %s)\n", path, amx.c_str());
+    std::printf("16-bit GEMMs: %s (AMX: %s)\n", path.c_str(), amx.c_str());
   } else if (cpu::gemm_bf16_supported()) {
-    result["bf16_dot_speedup"] = cpu::bf16_dot_speedup();
-    std::printf("16-bit GEMMs: %s (AVX512-BF16's dot products at %.2f× the f32 multiply-add rate)\n", path,
+    result["bf16_dot_speedup"] = bf16_dot_speedup();
+    std::printf("16-bit GEMMs: %s (AVX512-BF16's dot products at %.2f× the f32 multiply-add rate)\n", path.c_str(),
                 double(result["bf16_dot_speedup"]));
   } else {
-    std::printf("16-bit GEMMs: %s (no AVX512-BF16)\n", path);
+    std::printf("16-bit GEMMs: %s (no AVX512-BF16)\n", path.c_str());
   }
   const auto peer_list = split(o.peer_precisions);
   const std::string core = want_peer ? openblas_core() : "";

@@ -29,25 +29,23 @@ std::vector<Linear> linears(const ModelSpec& s) {
   return {{C, 3 * C, L}, {C, C, L}, {C, 4 * C, L}, {4 * C, C, L}, {C, V, 1}};
 }
 
-struct Shape {
-  int64_t M, N, K;
-  bool ta, tb;
-  float beta;
-  int count;
-};
-
 }  // namespace
 
-GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DType dtype, int reps) {
+std::vector<StepGemm> step_gemms(const ModelSpec& spec, int batch, int seq_len) {
   const int64_t BT = int64_t(batch) * seq_len;
-  std::vector<Shape> shapes;
+  std::vector<StepGemm> shapes;
   for (const Linear& l : linears(spec)) {
     shapes.push_back({BT, l.out, l.in, false, true, 0.0f, l.count});   // y = x·Wᵀ
     shapes.push_back({BT, l.in, l.out, false, false, 0.0f, l.count});  // dx = dy·W
     shapes.push_back({l.out, l.in, BT, true, false, 1.0f, l.count});   // dW += dyᵀ·x
   }
+  return shapes;
+}
+
+GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DType dtype, int reps) {
+  const std::vector<StepGemm> shapes = step_gemms(spec, batch, seq_len);
   size_t most = 0;
-  for (const Shape& s : shapes) most = std::max({most, size_t(s.M * s.K), size_t(s.K * s.N), size_t(s.M * s.N)});
+  for (const StepGemm& s : shapes) most = std::max({most, size_t(s.M * s.K), size_t(s.K * s.N), size_t(s.M * s.N)});
   std::vector<float> a(most, 0.01f), b(most, 0.02f), c(most, 0.0f);
   std::vector<uint16_t> a16(most), b16(most);
   const bool low = dtype != DType::f32;
@@ -57,7 +55,7 @@ GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DTyp
   }
   GemmBound r;
   double seconds = 0, largest = 0;
-  for (const Shape& s : shapes) {
+  for (const StepGemm& s : shapes) {
     const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
     // The faster of oneDNN's native 16-bit matmul (where it has one) and its sgemm on the
     // widened operands, as the step itself takes the faster path (cpu/gemm_lowp.h).
@@ -85,7 +83,7 @@ GemmBound measure_gemm_bound(const ModelSpec& spec, int batch, int seq_len, DTyp
       impl = native <= f32 ? impl : "sgemm (f32 beats native " + std::string(dtype_name(dtype)) + ": " + impl + ")";
     else
       impl = "sgemm";
-    const double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
+    const double flops = s.flops();
     seconds += s.count * best;
     r.flops_per_step += s.count * flops;
     if (flops > largest) largest = flops, r.impl = impl;

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "cpu/gemm_bf16.h"
 #include "cpu/gemm_lowp.h"
+#include "cpu/gemm_path.h"
 #include "cpu/omp_threads.h"
 #include "host/convert.h"
 
@@ -58,6 +59,11 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOpera
     return;
   }
   if (gemm_native(M, N, K, alpha, A, B, beta, LowpOut{C, DType::f32, ldc}, ws)) return;
+  gemm_panels(M, N, K, alpha, A, B, beta, C, ldc, ws);
+}
+
+void gemm_panels(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C,
+                 int64_t ldc, Workspace& ws) {
   // Panels: K in blocks of kb, N in blocks of nb. A's panel is converted once per K block.
   const int64_t kb = std::min<int64_t>(K, 256), nb = std::min<int64_t>(N, 4096);
   float* a_panel = A.dtype == DType::f32 ? nullptr : ws.get<float>(Scratch::gemm_a, size_t(M * kb));

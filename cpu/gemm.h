@@ -1,7 +1,7 @@
 // Row-major GEMM with f32 accumulation: C[M,N] = alpha·op(A)·op(B) + beta·C.
-// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; two bf16
-// operands to the native path where it pays (gemm_native); other inputs are converted to f32
-// in cache-sized panels, so no full-size copy is ever made.
+// A and B may each be f32, bf16 or f16. f32×f32 goes straight to oneDNN's sgemm; two 16-bit
+// operands to the native path this CPU takes (gemm_native, cpu/gemm_path.h); other inputs
+// are converted to f32 in cache-sized panels, so no full-size copy is ever made.
 #pragma once
 #include <cstdint>
 
@@ -31,7 +31,12 @@ struct LowpOut {
 void gemm(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C, int64_t ldc,
           Workspace& ws);
 
-// The same on the native 16-bit path chosen at run time (cpu/gemm_lowp.h's lowp_gemm_mode),
+// The f32 panels alone: each 16-bit operand widened a cache-sized panel at a time into
+// oneDNN's sgemm (what gemm does when no native path takes the operands).
+void gemm_panels(int64_t M, int64_t N, int64_t K, float alpha, GemmOperand A, GemmOperand B, float beta, float* C,
+                 int64_t ldc, Workspace& ws);
+
+// The same on the native 16-bit path this CPU takes (cpu/gemm_path.h's lowp_gemm_mode),
 // with a fused output; false when that path does not take these operands (the caller then
 // uses gemm and converts).
 bool gemm_native(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,

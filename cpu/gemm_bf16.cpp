@@ -15,11 +15,6 @@ bool gemm_bf16_supported() {
   return has;
 }
 
-bool gemm_bf16_pays() {
-  static const bool pays = gemm_bf16_supported() && bf16_dot_speedup() >= 1.3;
-  return pays;
-}
-
 bool gemm_bf16_accepts(const GemmOperand& A, const GemmOperand& B, float beta, const LowpOut& C) {
   if (A.dtype != DType::bf16 || B.dtype != DType::bf16) return false;
   if (C.dtype != DType::f32 && (C.dtype != DType::bf16 || beta != 0.0f)) return false;

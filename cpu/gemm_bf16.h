@@ -7,9 +7,9 @@
 // accumulators fed by vdpbf16ps with A's pairs broadcast. Every layout (either operand
 // transposed, any leading dimension) is handled by the packing; the epilogue adds the bias,
 // applies alpha and beta, and writes f32 or bf16 (rounded once, to nearest even) with masked
-// edges. All memory comes from the caller's scratch: nothing is allocated per call, which is
-// why it replaces oneDNN's matmul primitive (that one allocates its argument map on every
-// execution) as the default on CPUs with AVX512-BF16.
+// edges. All memory comes from the caller's scratch: nothing is allocated per call (oneDNN's
+// matmul primitive allocates inside every execution). cpu/gemm_path.h says where it is the
+// default.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,17 +20,6 @@ namespace strata::cpu {
 
 // The CPU has AVX512-BF16 (and AVX512-BW/VL), and the OS saves the AVX-512 state.
 bool gemm_bf16_supported();
-
-// How many times the f32 multiply-add rate this CPU's bf16 dot products reach, measured once
-// (a few ms) on register-only loops: ~2 where each vdpbf16ps issues at the vfmadd231ps rate
-// (as on AMD EPYCs with AVX512-BF16), ~0.5 where it issues at half that rate (as on Intel
-// Xeons without AMX). Only where gemm_bf16_supported().
-double bf16_dot_speedup();
-
-// gemm_bf16_supported() and bf16_dot_speedup() ≥ 1.3: the bf16 kernel beats the f32 panels.
-// The ratio sits far from the threshold on both kinds of CPU, so timing noise should not
-// flip the choice (and with it the rounding of a resumed run).
-bool gemm_bf16_pays();
 
 // Whether gemm_bf16 computes this call: A and B bf16; the output f32, or bf16 with beta 0; a
 // bias f32 or bf16.

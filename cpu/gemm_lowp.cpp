@@ -10,7 +10,6 @@
 #include <tuple>
 
 #include "core/error.h"
-#include "cpu/gemm_bf16.h"
 
 namespace strata::cpu {
 
@@ -101,24 +100,6 @@ std::string lowp_gemm_amx_impl() {
     return i.find("amx") != std::string::npos ? i : std::string();
   }();
   return impl;
-}
-
-LowpGemm lowp_gemm_mode() {
-  static const LowpGemm mode = [] {
-    const char* v = std::getenv("STRATA_LOWP_GEMM");
-    const std::string s = v ? v : "auto";
-    if (s == "off" || s == "0") return LowpGemm::off;
-    if (s == "onednn" || s == "1") return LowpGemm::onednn;
-    if (s != "auto" && s != "strata")
-      throw_error("STRATA_LOWP_GEMM=" + s + " is not a choice", "set it to auto, strata, onednn or off");
-    if (s == "strata") return gemm_bf16_supported() ? LowpGemm::strata : LowpGemm::off;
-    // On AMX, oneDNN's matmul runs the step's GEMM shapes several times faster than its sgemm
-    // (strata bench model's bounds show both), and the bf16 step gains far more than oneDNN's
-    // per-call allocation of its argument map costs.
-    if (!lowp_gemm_amx_impl().empty()) return LowpGemm::onednn;
-    return gemm_bf16_pays() ? LowpGemm::strata : LowpGemm::off;
-  }();
-  return mode;
 }
 
 bool lowp_gemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& A, const GemmOperand& B, float beta,

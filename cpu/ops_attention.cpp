@@ -12,7 +12,7 @@
 #include "cpu/attention_rows.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_bf16.h"
-#include "cpu/gemm_lowp.h"
+#include "cpu/gemm_path.h"
 #include "cpu/omp_threads.h"
 #include "cpu/ops.h"
 #include "host/convert.h"

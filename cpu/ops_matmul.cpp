@@ -4,7 +4,7 @@
 
 #include "cpu/dout_split.h"
 #include "cpu/gemm.h"
-#include "cpu/gemm_lowp.h"
+#include "cpu/gemm_path.h"
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
 #include "host/convert.h"
@@ -87,22 +87,22 @@ void linear_forward(TensorView out, TensorView gelu, TensorView inp, TensorView 
 constexpr int64_t kDoutColumns = 4096;
 
 // The backward of a layer whose operands are bf16 but whose output gradient is f32 (the LM
-// head: the logits and their gradient stay f32 for the cross-entropy). The f32 panels would
-// widen the vocabulary-sized weight and run both products at the f32 rate, which with the
-// other GEMMs on AMX slows GPT-2 small's bf16 step visibly. dout goes in as hi = bf16(dout)
-// and lo = dout − hi (cpu/dout_split.h), 16 of its 24 significant bits or more, and both
-// products take both: rounding dout to bf16 alone (as PyTorch's autocast does) put single
-// elements of the tiny GPT-2 fixture's position, bias and weight gradients 25-65% off
-// PyTorch's float64 reference, where sums over rows cancel, and taking dW on hi alone broke
-// the f32-level agreement of ZeRO stage 3 on 2-4 ranks with one rank
-// (Offload.ParametersOnTheHost). lo goes in sparse where the gradient has a cross-entropy's
-// shape (a few large elements per row, in f32: dinp adds their rows of W, dW their rows of
-// the input), else as the second bf16 GEMM of each product (the dense lo's dW GEMM alone adds
-// 10% to GPT-2 small's FLOPs a step). Each dropped lo is under 2^-18 of its row's largest
-// element (dout_split.h), and the sparse dW keeps stage 3's agreement across rank counts. A
-// block of columns at a time: each block feeds dinp's sum over it and its own rows of dW
-// while it is still in cache. False, with dW untouched, where no native path takes these
-// operands: the caller's f32 panels then compute both products.
+// head: the logits and their gradient stay f32 for the cross-entropy), on the native path:
+// the f32 panels would widen the vocabulary-sized weight and run both products at the f32
+// rate.
+// - dout goes in as hi = bf16(dout) and lo = dout − hi (cpu/dout_split.h), 16 or more of its
+//   24 significant bits, and both products take both terms. Rounding dout to bf16 alone (as
+//   PyTorch's autocast does) breaks the bf16 tolerance against PyTorch's float64 reference
+//   where sums over rows cancel; dW on hi alone breaks stage 3's f32-level agreement across
+//   rank counts (Offload.ParametersOnTheHost).
+// - lo goes in sparse where the gradient has a cross-entropy's shape (a few large elements
+//   per row: dinp adds their rows of W, dW their rows of the input), else as a second bf16
+//   GEMM per product; the sparse form saves that GEMM's FLOPs. Each dropped lo is under 2^-18
+//   of its row's largest element (dout_split.h).
+// - A block of columns at a time, so each block feeds dinp and its own rows of dW while it is
+//   still in cache.
+// False, with dW untouched, where no native path takes these operands: the caller's f32
+// panels then compute both products.
 bool backward_split_dout(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
                          Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];

@@ -41,13 +41,14 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 namespace strata {
 namespace {
 
-// The steady-state check is of Strata's own code: where oneDNN runs bf16 on AMX the default
-// 16-bit path is its matmul primitive, whose execution allocates its argument map at every
+// The steady-state check is of Strata's own code: on AMX the default 16-bit path is oneDNN's
+// matmul primitive (cpu/gemm_path.h), whose execution allocates its argument map at every
 // call (OneDnnMatmulAllocatesOnlyPerCall, below), so there the check takes Strata's
 // AVX512-BF16 kernel instead (every AMX CPU has AVX512-BF16). Elsewhere the default path, or
 // the one STRATA_LOWP_GEMM names. Set before anything reads the mode.
 const bool kPinnedPath = [] {
-  if (!std::getenv("STRATA_LOWP_GEMM") && !cpu::lowp_gemm_amx_impl().empty()) setenv("STRATA_LOWP_GEMM", "strata", 1);
+  if (!std::getenv("STRATA_LOWP_GEMM") && cpu::default_lowp_gemm(cpu::this_gemm_cpu()) == cpu::LowpGemm::onednn)
+    setenv("STRATA_LOWP_GEMM", "strata", 1);
   return true;
 }();
 
@@ -62,11 +63,12 @@ double allocations_per_step(TrainOptions o, const std::string& name) {
   o.device_threads = 1;
   o.out = (std::filesystem::temp_directory_path() / ("strata_alloc_" + name + std::to_string(getpid()))).string();
   uint64_t at3 = 0, at7 = 0;
-  o.on_step_begin = [&](int64_t step) {
+  TrainContext count;
+  count.on_step_begin = [&](int64_t step) {
     if (step == 3) at3 = g_allocations.load();
     if (step == 7) at7 = g_allocations.load();
   };
-  train(o);
+  train(o, count);
   std::filesystem::remove_all(o.out);
   return double(at7 - at3) / 4.0;
 }

@@ -10,6 +10,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/gemm.h"
 #include "cpu/gemm_lowp.h"
+#include "cpu/gemm_path.h"
 #include "cpu/ops.h"
 #include "host/simd.h"
 #include "test_util.h"
@@ -87,6 +88,28 @@ TEST(GemmLowp, NativeWhereTheCpuHasIt) {
     EXPECT_EQ(c[0], float(K));
     EXPECT_EQ(c.back(), float(K));
   }
+}
+
+// The 16-bit path rule (cpu/gemm_path.h) for each kind of CPU the benchmark reports
+// measured, and this process's path with STRATA_LOWP_GEMM unset.
+TEST(GemmPath, EachMeasuredKindOfCpuTakesItsFastestPath) {
+  using cpu::LowpGemm;
+  const auto rule = [](bool amx, bool avx512_bf16, bool amd) {
+    return cpu::default_lowp_gemm({.amx_bf16 = amx, .avx512_bf16 = avx512_bf16, .amd = amd});
+  };
+  EXPECT_EQ(rule(true, true, false), LowpGemm::onednn) << "Intel Xeon with AMX";
+  EXPECT_EQ(rule(false, true, true), LowpGemm::strata) << "AMD EPYC with AVX512-BF16";
+  EXPECT_EQ(rule(false, true, false), LowpGemm::off) << "Intel Xeon with AVX512-BF16, no AMX (half-rate vdpbf16ps)";
+  EXPECT_EQ(rule(false, false, true), LowpGemm::off) << "AMD with AVX2 only";
+  EXPECT_EQ(rule(false, false, false), LowpGemm::off) << "Intel with AVX2 only";
+  const cpu::GemmCpu here = cpu::this_gemm_cpu();
+  EXPECT_EQ(here.avx512_bf16, __builtin_cpu_supports("avx512bf16") != 0);
+  EXPECT_EQ(here.amd, __builtin_cpu_is("amd") != 0);
+  const char* env = std::getenv("STRATA_LOWP_GEMM");
+  if (!env || std::string(env) == "auto") {
+    EXPECT_EQ(cpu::lowp_gemm_mode(), cpu::default_lowp_gemm(here));
+  }
+  std::printf("16-bit GEMM path here: %s\n", std::string(cpu::lowp_gemm_name(cpu::lowp_gemm_mode())).c_str());
 }
 
 // The LM head's backward with bf16 operands and an f32 dout (the logits' gradient). On a

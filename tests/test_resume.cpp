@@ -35,7 +35,7 @@ std::string shared_dir(const std::string& tag) {
   return (fs::temp_directory_path() / ("strata_resume_" + tag + "_" + std::to_string(pid))).string();
 }
 
-TrainOptions base(const std::string& out, bool distributed = true) {
+TrainOptions base(const std::string& out) {
   TrainOptions o;
   o.model = test::source_path("configs/gpt2-tiny-bytes.json");
   o.data = test::source_path("data/default.txt");
@@ -45,24 +45,37 @@ TrainOptions base(const std::string& out, bool distributed = true) {
   o.warmup = 2;
   o.lr = 1e-3;
   o.quiet = true;
-  o.keep_final_params = true;
   o.out = out;
   o.log_every = 1;
-  if (distributed) o.comm = world;
   return o;
+}
+
+// This test's runs: on every rank (each training its slice of the global batch) or on this
+// one alone, keeping the final parameters to compare; a run is killed before step
+// `interrupt_at` (0-based; -1: never).
+TrainContext context(Communicator* comm, int64_t interrupt_at) {
+  TrainContext c;
+  c.comm = comm, c.keep_final_params = true;
+  if (interrupt_at >= 0)
+    c.on_step_begin = [interrupt_at](int64_t step) {
+      if (step == interrupt_at) throw Interrupted();
+    };
+  return c;
+}
+TrainResult train_ranks(const TrainOptions& o, int64_t interrupt_at = -1) {
+  return train(o, context(world, interrupt_at));
+}
+TrainResult train_alone(const TrainOptions& o, int64_t interrupt_at = -1) {
+  return train(o, context(nullptr, interrupt_at));
 }
 
 // Trains to the end, interrupted once at `stop` (after the checkpoint of step `stop`) and
 // resumed; returns the resumed run's result.
 TrainResult interrupted_and_resumed(TrainOptions o, int64_t stop) {
   o.save_every = stop;
-  TrainOptions first = o;
-  first.on_step_begin = [stop](int64_t step) {
-    if (step == stop + 1) throw Interrupted();  // killed one step after the checkpoint
-  };
-  EXPECT_THROW(train(first), Interrupted);
+  EXPECT_THROW(train_ranks(o, stop + 1), Interrupted);  // killed one step after the checkpoint
   o.resume = true;
-  return train(o);
+  return train_ranks(o);
 }
 
 void expect_bitwise(const TrainResult& a, const TrainResult& b, int64_t from, const std::string& what) {
@@ -133,7 +146,7 @@ TEST(Resume, IsBitwiseIdenticalInEveryStageAndTier) {
     if (c.optimizer != "none") o.pin_buffer_count = 3, o.pin_buffer_size = std::max<size_t>(o.pin_buffer_size, 4096);
     TrainOptions ref = o;
     ref.out = dir + "_ref";
-    const TrainResult a = train(ref);
+    const TrainResult a = train_ranks(ref);
     const TrainResult b = interrupted_and_resumed(o, 4);
     expect_bitwise(a, b, 4, std::string(c.name) + ", " + std::to_string(world->size()) + " ranks");
     if (c.precision == DType::f16) {
@@ -158,18 +171,15 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
     dist.sub_group_size = 700, dist.param_persistence_threshold = 300;
     TrainOptions ref = dist;
     ref.out = dir + "_ref";
-    const TrainResult a = train(ref);  // uninterrupted, N ranks
-    TrainOptions single = base(dir, false);
+    const TrainResult a = train_ranks(ref);  // uninterrupted, N ranks
+    TrainOptions single = base(dir);
     single.micro_batch = 1, single.grad_accum = N, single.save_every = 4, single.steps = 8;
-    single.on_step_begin = [](int64_t step) {
-      if (step == 5) throw Interrupted();
-    };
     if (world->rank() == 0) {
-      EXPECT_THROW(train(single), Interrupted);
+      EXPECT_THROW(train_alone(single, 5), Interrupted);
     }
     world->barrier();
     dist.resume = true;
-    const TrainResult b = train(dist);  // 1 rank, stage 0 -> N ranks, stage `to`
+    const TrainResult b = train_ranks(dist);  // 1 rank, stage 0 -> N ranks, stage `to`
     ASSERT_EQ(b.resumed_from, 4);
     for (size_t i = 0; i < b.steps.size(); ++i)
       EXPECT_NEAR(b.steps[i].loss, a.steps[4 + i].loss, 1e-5)
@@ -182,15 +192,12 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
     TrainOptions w = dist;
     w.out = back, w.resume = false;
     w.save_every = 4;
-    w.on_step_begin = [](int64_t step) {
-      if (step == 5) throw Interrupted();
-    };
-    EXPECT_THROW(train(w), Interrupted);
+    EXPECT_THROW(train_ranks(w, 5), Interrupted);
     world->barrier();
     if (world->rank() == 0) {
-      TrainOptions one = base(back, false);
+      TrainOptions one = base(back);
       one.micro_batch = 1, one.grad_accum = N, one.resume = true;
-      const TrainResult c = train(one);
+      const TrainResult c = train_alone(one);
       ASSERT_EQ(c.resumed_from, 4);
       for (size_t i = 0; i < c.steps.size(); ++i)
         EXPECT_NEAR(c.steps[i].loss, a.steps[4 + i].loss, 1e-5)
@@ -203,10 +210,12 @@ TEST(Resume, ReshardsAcrossWorldSizeAndStage) {
   }
 }
 
-// What train() throws (or "(no error)").
-std::string message_of(const TrainOptions& o) {
+// What a run on `comm` (null: this rank alone) throws, or "(no error)".
+std::string message_of(const TrainOptions& o, Communicator* comm) {
   try {
-    train(o);
+    TrainContext c;
+    c.comm = comm;
+    train(o, c);
   } catch (const Error& e) {
     return e.what();
   }
@@ -239,12 +248,9 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     w.device_threads = 1;  // offloaded or not, and under mpirun or not: the loss's sums alike
     TrainOptions ref = w;
     ref.out = dir + "_ref";
-    const TrainResult a = train(ref);
+    const TrainResult a = train_ranks(ref);
     w.save_every = 4;
-    w.on_step_begin = [](int64_t step) {
-      if (step == 5) throw Interrupted();
-    };
-    EXPECT_THROW(train(w), Interrupted);
+    EXPECT_THROW(train_ranks(w, 5), Interrupted);
     const std::string what = std::string(from) + " states -> " + to + ", " + std::to_string(world->size()) + " ranks";
     {  // The rank files hold master, m and v in the writer's dtype: 12 or 6 bytes per
        // parameter, 8 for a bf16 master's norm gains and biases (an f32 master, 4 B).
@@ -265,7 +271,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
       EXPECT_EQ(state_bytes, uint64_t(ck.manifest().num_params) * 3 * dtype_size(want) + 2 * kept_f32) << what;
     }
     TrainOptions r = w;
-    r.on_step_begin = nullptr, r.resume = true;
+    r.resume = true;
     // Into bf16 states on the device (a bf16 master is the compute shard there), out of them
     // with the parameters in host RAM.
     r.zero_stage = 3, r.param_persistence_threshold = 300;
@@ -274,7 +280,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     else
       r.offload_param = zero::OffloadTier::cpu;
     r.optimizer_state_dtype = r.master_dtype = parse_dtype(to);
-    const std::string refused = message_of(r);  // the dtypes change what the run computes
+    const std::string refused = message_of(r, world);  // the dtypes change what the run computes
     EXPECT_NE(refused.find("--optimizer-state-dtype " + std::string(to) + " (checkpoint: " + from + ")"),
               std::string::npos)
         << refused;
@@ -282,11 +288,11 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
     EXPECT_NE(refused.find("--allow-changes"), std::string::npos) << refused;
     {  // The rounding is compared only where a state is 16-bit (on a copy of the checkpoints).
       TrainOptions other = w;
-      other.on_step_begin = nullptr, other.resume = true, other.state_rounding = zero::StateRounding::nearest;
+      other.resume = true, other.state_rounding = zero::StateRounding::nearest;
       other.out = dir + "_rounding";
       if (world->rank() == 0) fs::copy(dir, other.out, fs::copy_options::recursive);
       world->barrier();
-      const std::string msg = message_of(other);
+      const std::string msg = message_of(other, world);
       if (std::string(from) == "bf16")
         EXPECT_NE(msg.find("--state-rounding nearest (checkpoint: stochastic)"), std::string::npos) << msg;
       else
@@ -295,7 +301,7 @@ TEST(Resume, ContinuesWithOtherOptimizerStateDtypes) {
       if (world->rank() == 0) fs::remove_all(other.out);
     }
     r.allow_changes = true;
-    const TrainResult b = train(r);
+    const TrainResult b = train_ranks(r);
     ASSERT_EQ(b.resumed_from, 4) << what;
     ASSERT_EQ(b.steps.size(), 4u) << what;
     EXPECT_EQ(b.steps[0].loss, a.steps[4].loss) << what << ": the first resumed step";
@@ -310,9 +316,9 @@ WORLD_SIZES(1)
 TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
   if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
   const std::string dir = shared_dir("bad");
-  TrainOptions o = base(dir, false);
+  TrainOptions o = base(dir);
   o.steps = 4, o.save_every = 2;
-  train(o);
+  train_alone(o);
   const fs::path ck = fs::path(dir) / "checkpoints" / checkpoint_dir_name(4);
   const fs::path part = ck / "rank-00000-of-00001.safetensors";
   ASSERT_TRUE(fs::exists(part));
@@ -333,23 +339,24 @@ TEST(Resume, BadCheckpointsAreRefusedWithTheReason) {
     f.seekp(5000);
     f.write(&c, 1);
   }
-  EXPECT_NE(message_of(r).find("checksum"), std::string::npos) << message_of(r);
+  EXPECT_NE(message_of(r, nullptr).find("checksum"), std::string::npos) << message_of(r, nullptr);
   restore();
   fs::resize_file(part, fs::file_size(part) - 100);
-  EXPECT_NE(message_of(r).find("truncated"), std::string::npos) << message_of(r);
+  EXPECT_NE(message_of(r, nullptr).find("truncated"), std::string::npos) << message_of(r, nullptr);
   restore();
   std::ofstream(ck / "manifest.json") << "{\"format\": \"strata-checkpoint\", \"version\": 1, \"step\": \"four\"}";
-  EXPECT_NE(message_of(r).find("'step' is missing or has the wrong type"), std::string::npos) << message_of(r);
+  EXPECT_NE(message_of(r, nullptr).find("'step' is missing or has the wrong type"), std::string::npos)
+      << message_of(r, nullptr);
   restore();
   TrainOptions other = r;
   other.model = test::source_path("configs/gpt2-tiny.json");
-  EXPECT_NE(message_of(other).find("was written for model"), std::string::npos) << message_of(other);
+  EXPECT_NE(message_of(other, nullptr).find("was written for model"), std::string::npos) << message_of(other, nullptr);
   TrainOptions seed = r;
   seed.seed = 7;
-  EXPECT_NE(message_of(seed).find("--seed"), std::string::npos) << message_of(seed);
+  EXPECT_NE(message_of(seed, nullptr).find("--seed"), std::string::npos) << message_of(seed, nullptr);
   // An interrupted save (no manifest) is not a checkpoint: the previous one is used.
   fs::remove(ck / "manifest.json");
-  const TrainResult ok = train(r);
+  const TrainResult ok = train_alone(r);
   EXPECT_EQ(ok.resumed_from, 2);
   fs::remove_all(dir), fs::remove_all(saved);
 }
@@ -358,9 +365,9 @@ WORLD_SIZES(1)
 TEST(Resume, KeepsOnlyTheNewestCheckpoints) {
   if (world->size() > 1) GTEST_SKIP() << "runs on one rank";
   const std::string dir = shared_dir("keep");
-  TrainOptions o = base(dir, false);
+  TrainOptions o = base(dir);
   o.steps = 7, o.save_every = 2, o.keep_checkpoints = 2;
-  train(o);
+  train_alone(o);
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(fs::path(dir) / "checkpoints")) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());

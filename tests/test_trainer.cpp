@@ -121,8 +121,9 @@ TEST(Trainer, Fp16OverflowSkipsTheStepAndLowersTheScale) {
   never.steps = 3;
   never.initial_scale_power = 30;
   never.min_loss_scale = std::ldexp(1.0, 30);
-  never.keep_final_params = true;
-  TrainResult n = train(never);
+  TrainContext keep;
+  keep.keep_final_params = true;
+  TrainResult n = train(never, keep);
   for (const StepRecord& s : n.steps) EXPECT_TRUE(s.skipped);
   cpu::CpuBackend be({size_t(1) << 30, 0});
   GPT2 init(be, GPT2Config::load(never.model), 1, 8, DType::f32);
@@ -249,16 +250,17 @@ TEST(RunLock, OneRunPerOutDirectoryAndStaleLocksAreTakenOver) {
 TEST(Trainer, AStopRequestFinishesTheStepAndSaves) {
   TrainOptions o = small_run("stop");
   o.save_every = 100;
-  o.on_step_begin = [](int64_t step) {
+  TrainContext stop;
+  stop.on_step_begin = [](int64_t step) {
     if (step == 3) request_stop(SIGTERM);  // as the signal thread does, mid-run
   };
-  const TrainResult r = train(o);
+  const TrainResult r = train(o, stop);
   request_stop(0);
   EXPECT_EQ(r.stop_signal, SIGTERM);
   ASSERT_EQ(r.steps.size(), 4u);  // the step during which it came is finished
   EXPECT_TRUE(std::filesystem::exists(o.out + "/checkpoints/step-00000004/manifest.json"));
   TrainOptions again = o;
-  again.on_step_begin = nullptr, again.resume = true;
+  again.resume = true;
   const TrainResult rest = train(again);
   EXPECT_EQ(rest.resumed_from, 4);
   EXPECT_EQ(rest.steps.size(), 26u);

@@ -7,6 +7,7 @@
 #include "backend/device.h"
 #include "bench/bench_adam.h"
 #include "bench/bench_comm.h"
+#include "bench/bench_linear.h"
 #include "bench/bench_model.h"
 #include "bench/bench_nvme.h"
 #include "bench/bench_offload.h"
@@ -17,6 +18,30 @@
 #include "host/adam/adam.h"
 
 namespace strata::cli {
+
+static int bench_linear_main(int argc, char** argv) {
+  const bench::LinearBenchOptions d;
+  cxxopts::Options o("strata bench linear",
+                     "The linear layers' bf16 GEMMs on every path this CPU has, against the path Strata takes here.");
+  auto s = [](auto v) { return cxxopts::value<std::string>()->default_value(std::to_string(v)); };
+  o.add_options()("model", "model config", cxxopts::value<std::string>()->default_value(d.model))(
+      "micro-batch", "sequences per step", s(d.micro_batch))("seq-len", "tokens per sequence", s(d.seq_len))(
+      "reps", "timed calls per shape and path (the best is kept)", s(d.reps))("h,help", "show this help");
+  cxxopts::ParseResult r;
+  if (auto done = parse_options(o, argc, argv, "bench linear", r)) return *done;
+  bench::LinearBenchOptions b;
+  try {
+    auto gi = [&](const char* k) { return parse_int32(r[k].as<std::string>(), std::string("--") + k); };
+    b.model = r["model"].as<std::string>();
+    b.micro_batch = gi("micro-batch");
+    b.seq_len = gi("seq-len");
+    b.reps = gi("reps");
+  } catch (const Error& e) {
+    return usage_error("bench linear", e.what_failed());
+  }
+  if (b.micro_batch < 1 || b.seq_len < 1 || b.reps < 1) return usage_error("bench linear", "sizes must be positive");
+  return bench::run_linear_bench(b);
+}
 
 static int bench_model_main(int argc, char** argv) {
   const bench::ModelBenchOptions d;
@@ -286,6 +311,7 @@ int bench_main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::puts(
         "usage: strata bench <what> [options]\n\n  model   training-step throughput against PyTorch\n"
+        "  linear  the linear layers' bf16 GEMMs on every CPU path, against the default path\n"
         "  adam    fused CPU Adam against the memory bound and DeepSpeed\n"
         "  comm    bus bandwidth of each collective (under mpirun)\n"
         "  offload an offloaded step against the same step on the device: busy times and overlap\n"
@@ -294,6 +320,7 @@ int bench_main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "model")) return bench_model_main(argc - 1, argv + 1);
+  if (!std::strcmp(argv[1], "linear")) return bench_linear_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "adam")) return bench_adam_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "comm")) return bench_comm_main(argc - 1, argv + 1);
   if (!std::strcmp(argv[1], "offload")) return bench_offload_main(argc - 1, argv + 1);

@@ -125,15 +125,14 @@ int train_main(int argc, char** argv) {
   install_stop_handlers();
   // Under mpirun/srun every rank trains its slice of the global batch.
   std::unique_ptr<MpiComm> comm;
-  if (MpiComm::launched_by_mpi()) {
-    comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true, true});
-    t.comm = comm.get();
-  }
-  const TrainResult result = train(t);
+  if (MpiComm::launched_by_mpi()) comm = std::make_unique<MpiComm>(MpiCommOptions{t.comm_timeout, true, true});
+  TrainContext context;
+  context.comm = comm.get();
+  const TrainResult result = train(t, context);
   if (!summary.empty() && !result.steps.empty()) {
     const nlohmann::ordered_json j =
-        summarize_run(t, result, ModelSpec::load(resolve_model(t.model)), peak_tflops * 1e12);
-    if (!t.comm || t.comm->rank() == 0) write_text_file(summary, j.dump(2) + "\n");
+        summarize_run(t, comm.get(), result, ModelSpec::load(resolve_model(t.model)), peak_tflops * 1e12);
+    if (!comm || comm->rank() == 0) write_text_file(summary, j.dump(2) + "\n");
   }
   return result.stop_signal ? 128 + result.stop_signal : 0;
 }

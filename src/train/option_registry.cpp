@@ -42,8 +42,9 @@ std::string list_of(const std::vector<std::string>& choices) {
 }
 
 // An integer field (int or int64_t) within [lo, hi]; `count` also takes 5e8-style counts.
-template <typename T>
-TrainOption integer(const char* name, T O::*field, const char* help, int64_t lo, int64_t hi = INT64_MAX,
+// A field of one of TrainOptions' groups (train_options.h).
+template <typename T, typename G>
+TrainOption integer(const char* name, T G::*field, const char* help, int64_t lo, int64_t hi = INT64_MAX,
                     bool count = false, const char* ds = "") {
   const std::string opt = std::string("--") + name;
   TrainOption d = option(name, help, std::to_string(O{}.*field), false, ds);
@@ -67,8 +68,8 @@ TrainOption integer(const char* name, T O::*field, const char* help, int64_t lo,
   return d;
 }
 
-template <typename T>
-TrainOption count(const char* name, T O::*field, const char* help, int64_t lo, const char* ds = "") {
+template <typename T, typename G>
+TrainOption count(const char* name, T G::*field, const char* help, int64_t lo, const char* ds = "") {
   return integer(name, field, help, lo, INT64_MAX, true, ds);
 }
 
@@ -118,8 +119,8 @@ TrainOption text(const char* name, std::string O::*field, const char* help, std:
 
 // An enumerated field: parsed once into its enum, printed back by name. `names` lists every
 // value in --help's order.
-template <typename E>
-TrainOption choice(const char* name, E O::*field, const char* help, std::vector<std::pair<std::string, E>> names,
+template <typename E, typename G>
+TrainOption choice(const char* name, E G::*field, const char* help, std::vector<std::pair<std::string, E>> names,
                    const char* ds = "") {
   const auto name_of = [names](E e) {
     for (const auto& [n, v] : names)

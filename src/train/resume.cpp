@@ -59,8 +59,8 @@ std::vector<Difference> differences(const CheckpointManifest& m, const TrainOpti
 
 }  // namespace
 
-ResumePoint find_resume_point(const TrainOptions& opts, const nlohmann::json& model_shape, const std::string& data_path,
-                              bool talk) {
+ResumePoint find_resume_point(const TrainOptions& opts, Communicator* comm, const nlohmann::json& model_shape,
+                              const std::string& data_path, bool talk) {
   ResumePoint p;
   if (!opts.resume) return p;
   const std::string dir = newest_checkpoint(opts.out);
@@ -70,7 +70,7 @@ ResumePoint find_resume_point(const TrainOptions& opts, const nlohmann::json& mo
                    opts.out.c_str());
     return p;
   }
-  p.checkpoint = std::make_unique<CheckpointReader>(dir, opts.comm);
+  p.checkpoint = std::make_unique<CheckpointReader>(dir, comm);
   const CheckpointManifest& m = p.checkpoint->manifest();
   STRATA_CHECK(
       m.model == model_shape,
@@ -87,7 +87,7 @@ ResumePoint find_resume_point(const TrainOptions& opts, const nlohmann::json& mo
     p.complete = true;
     return p;
   }
-  const int world = opts.comm ? opts.comm->size() : 1;
+  const int world = comm ? comm->size() : 1;
   std::string refused;
   for (const Difference& d : differences(m, opts, data_path, world)) {
     if (d.changes_result && !opts.allow_changes) {

@@ -16,8 +16,9 @@ struct ResumePoint {
   bool complete = false;                         // the checkpoint is at or past --steps: nothing to do
 };
 
-// Collective over opts.comm. `talk`: this rank prints what it does (rank 0, not quiet).
-ResumePoint find_resume_point(const TrainOptions& opts, const nlohmann::json& model_shape, const std::string& data_path,
-                              bool talk);
+// Collective over comm (null: one rank). `talk`: this rank prints what it does (rank 0,
+// not quiet).
+ResumePoint find_resume_point(const TrainOptions& opts, Communicator* comm, const nlohmann::json& model_shape,
+                              const std::string& data_path, bool talk);
 
 }  // namespace strata

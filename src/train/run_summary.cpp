@@ -8,15 +8,15 @@
 
 namespace strata {
 
-nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult& r, const ModelSpec& spec,
-                                     double peak_flops) {
-  const int world = opts.comm ? opts.comm->size() : 1;
+nlohmann::ordered_json summarize_run(const TrainOptions& opts, Communicator* comm, const TrainResult& r,
+                                     const ModelSpec& spec, double peak_flops) {
+  const int world = comm ? comm->size() : 1;
   const size_t first = r.steps.size() > 1 ? 1 : 0;
   double step_s = 0, overlap = 0;
-  uint64_t comm = 0, inter = 0;
+  uint64_t sent = 0, inter = 0;
   for (size_t i = first; i < r.steps.size(); ++i)
     step_s += r.steps[i].timeline.wall_s, overlap += r.steps[i].timeline.overlap(),
-        comm += r.steps[i].timeline.comm_bytes, inter += r.steps[i].timeline.inter_node_bytes;
+        sent += r.steps[i].timeline.comm_bytes, inter += r.steps[i].timeline.inter_node_bytes;
   const double timed = double(r.steps.size() - first);
   if (timed > 0) step_s /= timed, overlap /= timed;
   // The slowest rank sets the pace; peaks are per rank, so the largest is what must fit.
@@ -24,9 +24,9 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult
                      double(r.device_high_water),
                      double(r.host_high_water),
                      double(r.nvme_bytes),
-                     timed > 0 ? double(comm) / timed : 0,
+                     timed > 0 ? double(sent) / timed : 0,
                      timed > 0 ? double(inter) / timed : 0};
-  if (world > 1) opts.comm->all_reduce(std::span<double>(peaks), ReduceOp::max);
+  if (world > 1) comm->all_reduce(std::span<double>(peaks), ReduceOp::max);
   step_s = peaks[0];
   const double tokens_per_step = double(opts.micro_batch) * opts.grad_accum * world * opts.seq_len;
   const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
@@ -59,7 +59,7 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult
       {"peak_bytes", {{"device", peaks[1]}, {"host", peaks[2]}, {"nvme", peaks[3]}}},
       {"comm_bytes_per_step", peaks[4]},
       {"inter_node_bytes_per_step", peaks[5]},
-      {"nodes", opts.comm ? opts.comm->nodes() : 1},
+      {"nodes", comm ? comm->nodes() : 1},
       {"overlap", overlap},
       {"loss_first", r.steps.empty() ? 0.0 : r.steps.front().loss},
       {"loss_last", r.steps.empty() ? 0.0 : r.steps.back().loss},

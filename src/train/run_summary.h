@@ -17,9 +17,9 @@ namespace strata {
 
 class Communicator;
 
-// Collective when opts.comm has more than one rank (every rank calls it; peaks are the
-// maximum over ranks). peak_flops: the device's peak for MFU (0: unknown, mfu is null).
-nlohmann::ordered_json summarize_run(const TrainOptions& opts, const TrainResult& r, const ModelSpec& spec,
-                                     double peak_flops);
+// Collective when comm has more than one rank (every rank calls it; peaks are the maximum
+// over ranks). peak_flops: the device's peak for MFU (0: unknown, mfu is null).
+nlohmann::ordered_json summarize_run(const TrainOptions& opts, Communicator* comm, const TrainResult& r,
+                                     const ModelSpec& spec, double peak_flops);
 
 }  // namespace strata

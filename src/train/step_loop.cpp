@@ -41,7 +41,7 @@ StepTimeline StepLoop::sample() const {
   }
   if (auto* h = run_.engine->host_optimizer(); h && h->nvme_file())
     t.h2n_bytes = h->nvme_file()->bytes_written.load(), t.n2h_bytes = h->nvme_file()->bytes_read.load();
-  Communicator* comm = run_.opts.comm;
+  Communicator* comm = run_.comm;
   t.comm_bytes = comm ? comm->counters().bytes_sent : 0;
   t.inter_node_bytes = comm ? comm->counters().inter_node_bytes : 0;
   return t;

@@ -75,7 +75,7 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
                            int64_t(engine.host_bytes())};
   std::vector<int64_t> mem(size_t(5 * world));
   if (world > 1)
-    opts.comm->all_gather(std::span<const int64_t>(mine, 5), std::span<int64_t>(mem));
+    run.comm->all_gather(std::span<const int64_t>(mine, 5), std::span<int64_t>(mem));
   else
     std::copy(mine, mine + 5, mem.begin());
   auto column = [&](int k) {
@@ -86,7 +86,7 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
   param_bytes_ = column(0), grad_bytes_ = column(1), optim_bytes_ = column(2), comm_buffers_ = column(3),
   host_bytes_ = column(4);
   comm_bytes_.assign(size_t(world), 0);
-  comm_at_last_log_ = opts.comm ? opts.comm->counters().bytes_sent : 0;
+  comm_at_last_log_ = run.comm ? run.comm->counters().bytes_sent : 0;
   result.num_params = model.num_params();
   result.param_bytes = size_t(mine[0]), result.grad_bytes = size_t(mine[1]), result.optim_bytes = size_t(mine[2]);
 }
@@ -99,7 +99,7 @@ void StepReporter::step(const StepRecord& r) {
   ++steps_since_log_;
   if (log_now) {
     // Bytes each rank sent per step since the last log (collective: every rank logs alike).
-    Communicator* comm = opts.comm;
+    Communicator* comm = run_.comm;
     const int64_t sent =
         comm ? int64_t((comm->counters().bytes_sent - comm_at_last_log_) / uint64_t(steps_since_log_)) : 0;
     if (run_.world > 1)

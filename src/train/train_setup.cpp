@@ -31,7 +31,7 @@ std::string prepare_command(const std::string& model, const std::string& data) {
 }
 }  // namespace
 
-std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const std::string& data_path,
+std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64_t seed, const std::string& data_path,
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe) {
   // A window the attention would have to apply is refused before any data is read.
@@ -44,7 +44,7 @@ std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const
     if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
       tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
     std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
-    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, opts.seed,
+    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, seed,
                                              prepare_command(model_path, data_path));
     if (describe) *describe = ft->describe();
     data = std::move(ft);
@@ -56,7 +56,7 @@ std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const
                  "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" +
                      model_path + "' has a vocabulary of " + std::to_string(spec.vocab_size()),
                  "tokenize the data for this model, or pick a model with a larger vocab_size");
-    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, opts.seed, data_path);
+    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, seed, data_path);
   }
   return data;
 }

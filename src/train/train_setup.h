@@ -14,8 +14,8 @@ namespace strata {
 
 // The samples: JSONL records (tokenized by --tokenizer, or the tokenizer.model beside a
 // Hugging Face model directory) or a token/text file. `describe` gets the JSONL summary
-// line (empty for token files).
-std::unique_ptr<SampleSource> make_training_data(const TrainOptions& opts, const std::string& data_path,
+// line (empty for token files). `seed` orders the samples.
+std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64_t seed, const std::string& data_path,
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe);
 

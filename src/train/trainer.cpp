@@ -39,11 +39,11 @@ std::string resolve_model(const std::string& name_or_path) {
 
 // Setup (TrainingRun), the step loop (StepLoop) and the reporters (StepReporter,
 // checkpoints), top to bottom.
-TrainResult train(const TrainOptions& opts) {
+TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   validate_options(opts);
   const auto t_start = std::chrono::steady_clock::now();
   TrainResult result;
-  TrainingRun run(opts);
+  TrainingRun run(opts, context);
   if (run.finished) {  // the checkpoint in --out is at or past --steps
     result.already_complete = true;
     result.resumed_from = run.checkpoint->manifest().step;
@@ -59,7 +59,7 @@ TrainResult train(const TrainOptions& opts) {
   result.steps.reserve(size_t(opts.steps));  // no host allocation inside the step either
   try {
     for (int64_t step = run.start_step; step < opts.steps; ++step) {
-      if (opts.on_step_begin) opts.on_step_begin(step);
+      if (context.on_step_begin) context.on_step_begin(step);
       const StepOutcome out = loop.run_step(step);
       result.steps.push_back(out.record);
       report.step(out.record);
@@ -79,12 +79,12 @@ TrainResult train(const TrainOptions& opts) {
     }
   } catch (const Error&) {
     // A failed step commits nothing: what survives is the last completed step's state.
-    if (opts.on_step_error) {
+    if (context.on_step_error) {
       std::vector<float> committed(size_t(run.model->num_params()));
       try {
         run.engine->quiesce();
         run.engine->gather_full_params(committed);
-        opts.on_step_error(committed);
+        context.on_step_error(committed);
       } catch (const Error&) {
       }
     }
@@ -103,7 +103,7 @@ TrainResult train(const TrainOptions& opts) {
   result.speculative_commits = engine.stats().speculative_commits;
   result.speculative_redos = engine.stats().speculative_redos;
   result.speculative_discards = engine.stats().speculative_discards;
-  if (opts.keep_final_params) {
+  if (context.keep_final_params) {
     result.final_params.resize(size_t(run.model->num_params()));
     run.engine->gather_full_params(result.final_params);
   }

@@ -10,9 +10,7 @@
 
 #include "backend/device.h"
 #include "core/dtype.h"
-#include "train/lr_schedule.h"
-#include "zero/defaults.h"
-#include "zero/zero_options.h"
+#include "train/train_options.h"
 
 namespace strata {
 
@@ -21,95 +19,29 @@ namespace io {
 class IoFaults;
 }
 
-struct TrainOptions {
-  std::string model = "configs/default.json";
-  std::string data = "data/default.txt";
-  std::string data_format = "auto";  // auto | u16 | u32 | text | jsonl (auto: .jsonl is JSONL)
-  // JSONL text records: "bytes" or a sentencepiece model file; empty: the tokenizer.model
-  // beside a Hugging Face --model, if any.
-  std::string tokenizer;
-  std::string init = "auto";  // auto: a model directory's weights (required) | random
-  int64_t steps = 400;
-  int micro_batch = 8;
-  int grad_accum = 1;
-  int seq_len = 128;
-  double lr = 2e-3;
-  int64_t warmup = 20;
-  double min_lr_ratio = 0.1;
-  LrSchedule::Decay lr_decay = LrSchedule::Decay::cosine;
-  LrSchedule::Warmup warmup_type = LrSchedule::Warmup::linear;  // log: DeepSpeed's WarmupLR default
-  double weight_decay = 0.1;
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  bool adam_bias_correction = true;  // DeepSpeed's optimizer.params.bias_correction
-  double grad_clip = 1.0;            // 0 disables clipping
-  DType precision = DType::f32;
-  uint64_t seed = 1337;
-  std::string out = "out";
-  int64_t log_every = 10;
-  int threads = 0;
-  bool pin_threads = false;       // pin OpenMP threads one per physical core
-  std::string adam_isa = "auto";  // auto | scalar | avx2 | avx512 (STRATA_ADAM_ISA also works)
-  DeviceChoice device = DeviceChoice::automatic;  // backend/device.h
-  size_t device_mem = size_t(8) << 30;
-  bool quiet = false;  // no progress line (tests)
-  // Data parallelism (ZeRO). Under mpirun the CLI passes an MpiComm; null = one rank.
-  int zero_stage = 0;
-  int64_t sub_group_size = zero::kDefaultSubGroupSize;  // elements per partitioned sub-group
-  int64_t reduce_bucket_size = zero::kDefaultBucketElements;
-  int64_t allgather_bucket_size = zero::kDefaultBucketElements;
-  int prefetch_depth = 2;
-  // Stage 3: elements to prefetch ahead (DeepSpeed's stage3_prefetch_bucket_size); > 0
-  // overrides prefetch_depth with the layers that many elements hold (at least 1).
-  int64_t prefetch_bucket_size = 0;
-  int64_t param_persistence_threshold = zero::kDefaultPersistenceThreshold;
-  int64_t max_live_params = 0;
-  // Stage 3: ranks per secondary (hpZ) partition: 1 none, 0 the ranks per node.
-  int hpz_partition_size = 1;
-  bool overlap_comm = true;
-  Communicator* comm = nullptr;
-  // fp16 loss scaling (--precision f16): loss_scale 0 = dynamic.
-  double loss_scale = 0;
-  int initial_scale_power = 16;
-  int64_t loss_scale_window = 1000;
-  int hysteresis = 2;
-  double min_loss_scale = 1;
-  // Tiers and offload.
-  size_t host_mem = 0;  // --host-mem: the host tier's budget per rank (0: node RAM / its ranks)
-  zero::OffloadTier offload_optimizer = zero::OffloadTier::none;
-  zero::OffloadTier offload_param = zero::OffloadTier::none;  // stage 3; the optimizer's tier
-  std::string nvme_path;                                      // --nvme-path: directory for the per-rank swap files
-  int aio_queue_depth = 32;                                   // io_uring requests in flight
-  size_t aio_block_size = size_t(1) << 20;                    // bytes per I/O request
-  bool nvme_checksum = false;                                 // xxHash64 per block, verified on read
-  io::IoFaults* nvme_faults = nullptr;                        // test seam around the rings
-  // Tests: called before each step (0-based), and with the committed parameters when a step
-  // fails (what survives).
+// What a run is asked to do, as `strata train`'s options (train/option_registry.h) set it.
+// One struct per concern (train/train_options.h); a part that needs one concern takes its
+// struct alone.
+struct TrainOptions : ModelOptions,
+                      DataOptions,
+                      OptimizerOptions,
+                      ScheduleOptions,
+                      ZeroStageOptions,
+                      OffloadOptions,
+                      ComputeOptions,
+                      CheckpointOptions,
+                      ReportingOptions {};
+
+// What an in-process caller attaches to a run besides its options: the communicator, and
+// the seams through which tests watch a run or break it.
+struct TrainContext {
+  Communicator* comm = nullptr;  // under mpirun the CLI passes an MpiComm; null: one rank
+  // Called before each step (0-based).
   std::function<void(int64_t)> on_step_begin;
+  // Called with the committed parameters when a step fails (what survives).
   std::function<void(std::span<const float>)> on_step_error;
-  double offload_ratio = 1.0;
-  zero::Speculation speculative_step = zero::Speculation::automatic;  // zero::speculative_step_for
-  // The optimizer's state dtypes (f32 | bf16; a bf16 master at stages 1-3) and a 16-bit
-  // state's rounding.
-  DType optimizer_state_dtype = DType::f32;  // m and v
-  DType master_dtype = DType::f32;
-  zero::StateRounding state_rounding = zero::StateRounding::stochastic;
-  int pin_buffer_count = 4;
-  size_t pin_buffer_size = size_t(16) << 20;
-  // The CPU backend's two sides: the device's threads (ops, communication) and the host's
-  // (CPU Adam, staging copies). 0: all CPUs for the device without offload; with offload,
-  // half each. bind_cpus puts them on disjoint CPUs (the CLI does; in-process callers opt in).
-  bool activation_checkpointing = false;                            // keep layer outputs only, recompute in backward
-  zero::OffloadTier offload_activations = zero::OffloadTier::none;  // cpu: the checkpoints in host RAM
-  int device_threads = 0;
-  int host_threads = 0;
-  bool bind_cpus = false;
-  // Checkpoints: OUT/checkpoints/step-N every save_every steps and after the last one.
-  int64_t save_every = 0;          // 0: no checkpoints
-  int keep_checkpoints = 2;        // complete checkpoints kept, newest first (0: all)
-  bool resume = false;             // continue from the newest complete checkpoint in out (fresh if none)
-  bool allow_changes = false;      // resume with another precision, seq_len or global batch
-  double comm_timeout = 300;       // seconds a collective may take before it is an error (CLI)
-  bool keep_final_params = false;  // TrainResult::final_params (tests)
+  io::IoFaults* nvme_faults = nullptr;  // wraps the NVMe store's rings
+  bool keep_final_params = false;       // TrainResult::final_params
 };
 
 // Where a step's time went: each engine's busy seconds (time with work in flight), the
@@ -140,7 +72,7 @@ struct TrainResult {
   int64_t num_params = 0;
   size_t device_high_water = 0;
   size_t steady_state_allocations = 0;  // allocations after the first step (must be 0)
-  std::vector<float> final_params;      // with keep_final_params: the f32 parameters at the end
+  std::vector<float> final_params;      // with TrainContext::keep_final_params: the f32 parameters at the end
   // This rank's model-state bytes as allocated: parameters (master and compute copies the
   // model holds, or the engine's compute shard), gradients (full or shard), optimizer
   // states (m, v and the engine's master shard).
@@ -163,8 +95,8 @@ std::string resolve_model(const std::string& name_or_path);
 // Every option's range and the combinations that cannot work; throws Error naming the option.
 void validate_options(const TrainOptions& opts);
 
-// Collective over opts.comm. Takes the run lock of opts.out for its whole duration. Stops
-// early, after a step every rank agrees on, when stop_signal() is set (stop_signal.h).
-TrainResult train(const TrainOptions& opts);
+// Collective over context.comm. Takes the run lock of opts.out for its whole duration.
+// Stops early, after a step every rank agrees on, when stop_signal() is set (stop_signal.h).
+TrainResult train(const TrainOptions& opts, const TrainContext& context = {});
 
 }  // namespace strata

@@ -15,24 +15,26 @@
 
 namespace strata {
 
-TrainingRun::TrainingRun(const TrainOptions& o)
+TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
     : opts(o),
+      context(c),
+      comm(c.comm),
       model_path(resolve_model(o.model)),
       data_path(resolve_resource(o.data)),
       hf_dir(is_hf_model_dir(model_path)),
       spec(ModelSpec::load(model_path)),
       shape(nlohmann::json::parse(spec.shape_json())),
-      rank(o.comm ? o.comm->rank() : 0),
-      world(o.comm ? o.comm->size() : 1),
+      rank(comm ? comm->rank() : 0),
+      world(comm ? comm->size() : 1),
       lead(rank == 0),
       quiet(o.quiet || !lead),
-      lock(o.out, o.comm) {  // this run owns --out until it ends (one lock for the job)
+      lock(o.out, comm) {  // this run owns --out until it ends (one lock for the job)
   if (!quiet && !lock.taken_over().empty())
     std::fprintf(stderr, "strata: note: took over --out %s from %s, which is no longer running\n", opts.out.c_str(),
                  lock.taken_over().c_str());
   // Resume: the newest complete checkpoint (none yet: a fresh start, so job scripts can always
   // pass --resume).
-  ResumePoint resume = find_resume_point(opts, shape, data_path, !quiet);
+  ResumePoint resume = find_resume_point(opts, comm, shape, data_path, !quiet);
   checkpoint = std::move(resume.checkpoint);
   if (resume.complete) {
     finished = true;
@@ -41,11 +43,10 @@ TrainingRun::TrainingRun(const TrainOptions& o)
   start_step = checkpoint ? checkpoint->manifest().step : 0;
   if (!checkpoint) check_model_weights(model_path, opts.init == "random");
   if (hf_dir && !checkpoint && opts.init != "random") imported = std::make_unique<HfWeights>(model_path, spec);
-  data = make_training_data(opts, data_path, model_path, hf_dir, spec, &data_line);
+  data = make_training_data(opts, opts.seed, data_path, model_path, hf_dir, spec, &data_line);
   open_device();
   open_engine_and_model();
-  schedule = {opts.lr, opts.warmup, opts.steps, opts.min_lr_ratio, opts.lr_decay};
-  schedule.warmup_type = opts.warmup_type;
+  schedule = opts.lr_schedule();
 }
 
 // This rank's share of its node, the device's and the host's threads (disjoint CPUs when
@@ -54,7 +55,7 @@ void TrainingRun::open_device() {
   const bool offload = opts.offload_optimizer != zero::OffloadTier::none ||
                        opts.offload_param != zero::OffloadTier::none ||
                        opts.offload_activations != zero::OffloadTier::none;
-  share = node_share(opts.comm, opts.host_mem, opts.nvme_path);
+  share = node_share(comm, opts.host_mem, opts.nvme_path);
   const int cpus = share.cpus;
   host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
   device_threads = opts.device_threads > 0 ? opts.device_threads
@@ -68,7 +69,7 @@ void TrainingRun::open_device() {
   const std::string device = resolve_device(opts.device, &device_note);  // asks CUDA once
   if (!quiet && !device_note.empty()) std::fprintf(stderr, "strata: note: %s\n", device_note.c_str());
   backend = make_backend(device, {opts.device_mem, device_threads, share.local_rank});
-  device_comm = make_device_comm(opts.comm, *backend);
+  device_comm = make_device_comm(comm, *backend);
   if (offload)
     tiers = std::make_unique<tier::TierManager>(
         *backend, tier::TierOptions{share.host_mem, opts.pin_buffer_count, opts.pin_buffer_size, true, split.host});
@@ -82,8 +83,8 @@ void TrainingRun::open_device() {
 // The ZeRO engine decides what the model allocates itself, and the optimizer runs inside
 // it; the model's gradients always come from the engine (in the gradient dtype it keeps).
 void TrainingRun::open_engine_and_model() {
-  engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, opts.comm, host_threads));
-  engine = std::make_unique<zero::ZeroEngine>(*backend, device_comm ? device_comm.get() : opts.comm, engine_options,
+  engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, comm, host_threads));
+  engine = std::make_unique<zero::ZeroEngine>(*backend, device_comm ? device_comm.get() : comm, engine_options,
                                               AdamWConfig{float(opts.beta1),
                                                           float(opts.beta2),
                                                           float(opts.eps),
@@ -127,7 +128,7 @@ void TrainingRun::open_engine_and_model() {
   }
   engine->attach(*model, std::move(buffers), opts.seed, init);
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
-  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(opts.nvme_faults);
+  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(context.nvme_faults);
 }
 
 void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples,
@@ -172,7 +173,7 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
     table.push_back({std::string(kinds[p.kind]) + "." + std::to_string(p.flat_begin), dtype_of(p), {p.count}});
     file_bytes += uint64_t(p.count) * dtype_size(dtype_of(p)) + 128;
   }
-  strata::save_checkpoint(opts.out, m, opts.comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
+  strata::save_checkpoint(opts.out, m, comm, opts.keep_checkpoints, file_bytes, [&](const std::string& path) {
     io::SafetensorsWriter w(path, table, {{"format", "strata-partition"}});
     std::vector<float> buf;
     for (const auto& p : pieces) {

@@ -30,10 +30,12 @@ namespace strata {
 
 class TrainingRun {
  public:
-  // Collective over opts.comm (the lock, the resume point, the engine).
-  explicit TrainingRun(const TrainOptions& opts);
+  // Collective over context.comm (the lock, the resume point, the engine).
+  TrainingRun(const TrainOptions& opts, const TrainContext& context);
 
   const TrainOptions& opts;
+  const TrainContext& context;
+  Communicator* const comm;  // context.comm: null for one rank
   const std::string model_path, data_path;
   const bool hf_dir;  // a Hugging Face model directory brings its weights
   const ModelSpec spec;
@@ -55,8 +57,8 @@ class TrainingRun {
   std::string pinned = "no";  // --pin-threads: how
   host::AdamIsa isa = host::AdamIsa::scalar;
   std::unique_ptr<Backend> backend;
-  // The engine's collectives on device buffers when opts.comm cannot reach them (NCCL over
-  // MPI on GPUs); null: the engine uses opts.comm. Counts into opts.comm's counters.
+  // The engine's collectives on device buffers when comm cannot reach them (NCCL over MPI
+  // on GPUs); null: the engine uses comm. Counts into comm's counters.
   std::unique_ptr<Communicator> device_comm;
   std::unique_ptr<tier::TierManager> tiers;
   zero::ZeroOptions engine_options;
