@@ -315,15 +315,16 @@ except ImportError:
 PY
     echo "ok: $(tail -1 "$tmp/out")" ;;
   hf_families)
-    # The Llama-family variants people fine-tune (tests/fixtures/hf-families, made by
-    # transformers): 5 training steps against torch.optim.AdamW's losses on the same sequence,
+    # The Llama-family variants people fine-tune, as transformers 4 and 5 save them
+    # (tests/fixtures/hf-families and hf-families-tf5): 5 training steps against
+    # torch.optim.AdamW's losses on the same sequence,
     # then the export, which transformers' from_pretrained loads and runs to the logits its own
     # 5 steps reached, where a Python with torch and transformers ≥ 4.51 is at hand
     # ($STRATA_TORCH_PYTHON; tests/tools/make_hf_family_fixtures.py says how to make one).
     tpy=${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}
     "$tpy" -c "import torch, transformers.models.qwen3" 2>/dev/null || tpy=""
-    for fam in gpt2 llama2 llama31-scaled llama32-tied llama2-linear mistral qwen2 qwen3; do
-      fx="$src/tests/fixtures/hf-families/$fam"
+    for fam in {hf-families,hf-families-tf5}/{gpt2,llama2,llama31-scaled,llama32-tied,llama2-linear,mistral,qwen2,qwen3}; do
+      fx="$src/tests/fixtures/$fam"
       "$bin" train --model "$fx" --data "$fx/train.jsonl" --steps 5 --micro-batch 1 --seq-len 16 --lr 1e-3 \
         --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 0 \
         --log-every 1 --save-every 5 --out "$tmp/$fam" >/dev/null 2>"$tmp/err" || fail "$fam: train: $(cat "$tmp/err")"
@@ -339,9 +340,17 @@ PY
       /usr/bin/python3 - "$fx/config.json" "$tmp/$fam/hf/config.json" <<'PY' || fail "$fam: the export's config.json differs"
 import json, sys
 src, out = (json.load(open(p)) for p in sys.argv[1:])
-keys = ("model_type", "tie_word_embeddings", "head_dim", "rope_scaling", "rope_theta", "sliding_window", "attention_bias")
+def rope(c):  # transformers 5's rope_parameters, or 4's rope_theta and rope_scaling, as one object
+    if "rope_parameters" in c:
+        return c["rope_parameters"]
+    s = dict(c.get("rope_scaling") or {"rope_type": "default"})
+    s["rope_type"] = s.pop("type", s.get("rope_type"))
+    return {"rope_theta": c.get("rope_theta", 10000.0), **s}
+keys = ("model_type", "tie_word_embeddings", "head_dim", "sliding_window", "attention_bias")
 bad = [k for k in keys if k in src and src[k] != out.get(k)]
-sys.exit(f"{bad}: {[src[k] for k in bad]} -> {[out.get(k) for k in bad]}" if bad else 0)
+if src.get("model_type") != "gpt2" and rope(src) != rope(out):
+    bad.append(f"rope {rope(src)} -> {rope(out)}")
+sys.exit(f"{bad}: {[src[k] for k in bad if k in src]} -> {[out.get(k) for k in bad if k in out]}" if bad else 0)
 PY
       if [[ -n $tpy ]]; then
         "$tpy" - "$tmp/$fam/hf" "$fx/after.bin" <<'PY' || fail "$fam: from_pretrained of the export"
@@ -380,7 +389,7 @@ PY
     mkdir "$tmp/sw" && cp "$src/tests/fixtures/hf-families/mistral/model.safetensors" "$tmp/sw/"
     sed 's/"sliding_window": 4096/"sliding_window": 8/' "$src/tests/fixtures/hf-families/mistral/config.json" >"$tmp/sw/config.json"
     expect_error 1 "longer than the model's sliding_window of 8" -- train --model "$tmp/sw" --seq-len 16 --steps 1 --out "$tmp/swrun"
-    echo "ok: 8 model variants train as transformers does" ;;
+    echo "ok: 8 model variants, as transformers 4 and 5 save them, train as transformers does" ;;
   gpt2_dropout)
     # GPT-2's dropout (embd/attn/resid_pdrop) with masks drawn per global sample: 1 rank with
     # 2 micro-batches and 2 ranks with 1 give the same losses (to the reductions' rounding),

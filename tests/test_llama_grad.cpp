@@ -99,6 +99,58 @@ TEST(LlamaConfig, ReadsTheFamiliesKeys) {
   }
 }
 
+// transformers 5 writes rope_theta and rope_scaling as one rope_parameters object (keyed by
+// layer type in some models), dtype for torch_dtype, and layer_types: the same model as
+// transformers 4's keys.
+TEST(LlamaConfig, ReadsTransformers5KeysAsTransformers4Ones) {
+  const std::string shape =
+      R"("model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "hidden_size": 16, "intermediate_size": 24, "vocab_size": 37, "max_position_embeddings": 64)";
+  const std::string llama3 =
+      R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 32)";
+  const LlamaConfig v4 = LlamaConfig::from_json_text(
+      "{" + shape + R"(, "torch_dtype": "float32", "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", )" +
+          llama3 + "}}",
+      "v4.json");
+  const LlamaConfig v5 = LlamaConfig::from_json_text(
+      "{" + shape + R"(, "dtype": "float32", "layer_types": ["full_attention", "full_attention"],
+          "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", )" +
+          llama3 + "}}",
+      "v5.json");
+  const LlamaConfig by_layer = LlamaConfig::from_json_text(
+      "{" + shape + R"(, "rope_parameters": {"full_attention": {"rope_theta": 500000.0, "rope_type": "llama3", )" +
+          llama3 + "}}}",
+      "by_layer.json");
+  for (const LlamaConfig* c : {&v5, &by_layer}) {
+    EXPECT_EQ(c->rope.theta, 500000.0f);
+    EXPECT_EQ(c->rope.scaling, RopeScaling::llama3);
+    EXPECT_EQ(c->rope.factor, v4.rope.factor);
+    EXPECT_EQ(c->rope.low_freq_factor, v4.rope.low_freq_factor);
+    EXPECT_EQ(c->rope.high_freq_factor, v4.rope.high_freq_factor);
+    EXPECT_EQ(c->rope.original_max_position, v4.rope.original_max_position);
+    EXPECT_EQ(c->sliding_window, 0);
+  }
+  const LlamaConfig plain = LlamaConfig::from_json_text(
+      "{" + shape + R"(, "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}})", "plain.json");
+  EXPECT_EQ(plain.rope.theta, 10000.0f);
+  EXPECT_EQ(plain.rope.scaling, RopeScaling::none);
+  auto msg = [&](const std::string& rope) {
+    try {
+      LlamaConfig::from_json_text("{" + shape + R"(, "rope_parameters": )" + rope + "}", "t.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(msg(R"({"rope_theta": 1e4, "rope_type": "yarn", "factor": 4.0})").find("linear or llama3"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"rope_theta": 1e4, "rope_type": "default", "factor": 4.0})").find("'factor'"), std::string::npos);
+  EXPECT_NE(msg(R"({"full_attention": {"rope_theta": 1e6, "rope_type": "default"},
+                    "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}})")
+                .find("differ by layer type"),
+            std::string::npos);
+}
+
 TEST(LlamaConfig, RefusesWhatItDoesNotCompute) {
   auto msg = [](const std::string& text) {
     try {

@@ -8,9 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "cpu/cpu_backend.h"
 #include "io/safetensors.h"
+#include "model/hf_export.h"
 #include "model/hf_weights.h"
 #include "model/model_factory.h"
 #include "test_util.h"
@@ -164,18 +167,23 @@ TEST(HfLlama, ShardedF16GivesTorchLogits) {
   test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, "Llama logits (sharded F16 weights)");
 }
 
-// The Llama-family variants people fine-tune, as transformers 4.51 saves and runs them
+// The Llama-family variants people fine-tune, as transformers 4.51 and 5.x save and run them
 // (tests/tools/make_hf_family_fixtures.py): every key of their config.json read, the
 // weights imported, and the logits of transformers' own float64 forward.
-const char* const kFamilies[] = {"gpt2",          "llama2",  "llama31-scaled", "llama32-tied",
-                                 "llama2-linear", "mistral", "qwen2",          "qwen3"};
+const char* const kFamilyNames[] = {"gpt2",          "llama2",  "llama31-scaled", "llama32-tied",
+                                    "llama2-linear", "mistral", "qwen2",          "qwen3"};
+std::vector<std::string> family_dirs() {
+  std::vector<std::string> dirs;
+  for (const char* root : {"tests/fixtures/hf-families/", "tests/fixtures/hf-families-tf5/"})
+    for (const char* name : kFamilyNames) dirs.push_back(test::source_path(root) + name);
+  return dirs;
+}
 
 TEST(HfFamilies, LogitsMatchTransformers) {
-  for (const char* name : kFamilies) {
-    const std::string dir = test::source_path("tests/fixtures/hf-families/") + name;
+  for (const std::string& dir : family_dirs()) {
     const Expected e = load_expected(dir);
     const std::vector<float> got = strata_logits(dir, e);
-    test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, std::string(name) + " logits");
+    test::expect_close(got.data(), e.logits.data(), got.size(), 2e-5, 1e-4, dir + " logits");
   }
 }
 
@@ -209,6 +217,55 @@ TEST(HfGpt2, ExportThenImportGivesTheSameValues) {
     }
     fs::remove_all(dir);
   }
+}
+
+// A directory export in shards of at most --max-shard-size, cut and named as save_pretrained
+// cuts them, with the index; it reads back as the same values, and a second export into the
+// same directory, cut differently, replaces the first one's files.
+TEST(HfExport, ShardsAsSavePretrainedWithTheIndex) {
+  const ModelSpec spec = ModelSpec::load(test::source_path("configs/llama-tiny-bytes.json"));
+  std::vector<float> v(size_t(spec.num_params()));
+  Rng rng(11);
+  for (float& x : v) x = float(rng.below(1 << 20)) / float(1 << 16) - 8.0f;
+  for (const HfTensor& t : hf_tensor_table(spec))
+    for (int64_t i = t.offset + t.hf_rows * t.cols; i < t.offset + t.count; ++i) v[size_t(i)] = 0;
+  size_t largest = 0, total = 0;
+  for (const HfTensor& t : hf_tensor_table(spec)) {
+    const size_t b = size_t(t.hf_rows * t.cols) * 4;
+    largest = std::max(largest, b), total += b;
+  }
+  const std::string dir = tmp("sharded_export");
+  const size_t limit = largest + largest / 2;  // at least two tensors in most shards
+  export_hf(spec, VectorSource(v), dir, DType::f32, limit);
+  ASSERT_TRUE(fs::exists(fs::path(dir) / "model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors"));
+  std::ifstream in(fs::path(dir) / "model.safetensors.index.json");
+  const nlohmann::json index = nlohmann::json::parse(in);
+  EXPECT_EQ(index["metadata"]["total_size"].get<size_t>(), total);
+  std::set<std::string> shards;
+  for (const auto& [name, file] : index["weight_map"].items()) shards.insert(file.get<std::string>());
+  const size_t n = shards.size();
+  ASSERT_GT(n, 2u);
+  ASSERT_LT(n, hf_tensor_table(spec).size());
+  size_t k = 0;
+  for (const std::string& f : shards) {
+    char want[64];
+    std::snprintf(want, sizeof want, "model-%05zu-of-%05zu.safetensors", ++k, n);
+    EXPECT_EQ(f, want);
+    EXPECT_LE(fs::file_size(fs::path(dir) / f), limit + 4096) << f << ": at most the limit and a header";
+  }
+  {
+    HfWeights w(dir, ModelSpec::load(dir + "/config.json"));
+    std::vector<float> got(v.size());
+    w.read(0, int64_t(got.size()), got.data());
+    EXPECT_EQ(got, v);
+  }
+  export_hf(spec, VectorSource(v), dir, DType::f32);  // 5 GB: one file
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "model.safetensors"));
+  for (const auto& f : fs::directory_iterator(dir))
+    EXPECT_FALSE(f.path().filename().string().starts_with("model-")) << f.path() << " is left from the sharded export";
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors.index.json"));
+  fs::remove_all(dir);
 }
 
 TEST(HfGpt2, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {
@@ -263,8 +320,8 @@ void export_then_import(const std::string& config) {
 TEST(HfLlama, ExportThenImportGivesTheSameValues) {
   ASSERT_EQ(ModelSpec::load(test::source_path("tests/fixtures/hf-llama-tiny/config.json")).arch, "llama");
   export_then_import(test::source_path("tests/fixtures/hf-llama-tiny/config.json"));
-  for (const char* name : kFamilies)  // and the family's own keys come back (shape_json equal)
-    export_then_import(test::source_path("tests/fixtures/hf-families/") + name + "/config.json");
+  for (const std::string& dir : family_dirs())  // and the family's own keys come back (shape_json equal)
+    export_then_import(dir + "/config.json");
 }
 
 TEST(HfLlama, MismatchedWeightsAreRefusedWithTheTensorAndShapes) {

@@ -6,7 +6,8 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "model/hf_weights.h"
+#include "core/parse.h"
+#include "model/hf_export.h"
 #include "train/checkpoint.h"
 
 namespace strata::cli {
@@ -20,8 +21,12 @@ int export_main(int argc, char** argv) {
       "the Hugging Face model directory the run started from (default: the one the checkpoint records): its "
       "tokenizer files, generation_config.json and special token ids go into the export",
       cxxopts::value<std::string>()->default_value(""))(
-      "out", "a .safetensors file, or a directory (model.safetensors + config.json)", cxxopts::value<std::string>())(
-      "dtype", "f32 | bf16 | f16", cxxopts::value<std::string>()->default_value("f32"))("h,help", "show this help");
+      "out",
+      "a .safetensors file, or a directory (config.json and model.safetensors, or shards with "
+      "model.safetensors.index.json)",
+      cxxopts::value<std::string>())("dtype", "f32 | bf16 | f16", cxxopts::value<std::string>()->default_value("f32"))(
+      "max-shard-size", "largest weight file in a directory export, as save_pretrained (5GB = 5e9 bytes; 2GiB)",
+      cxxopts::value<std::string>()->default_value("5GB"))("h,help", "show this help");
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
   cxxopts::ParseResult r;
@@ -31,6 +36,13 @@ int export_main(int argc, char** argv) {
   const std::string dtype = r["dtype"].as<std::string>();
   if (dtype != "f32" && dtype != "bf16" && dtype != "f16")
     return usage_error("export", "--dtype: '" + dtype + "' is not f32, bf16 or f16");
+  size_t max_shard = 0;
+  try {
+    max_shard = parse_bytes(r["max-shard-size"].as<std::string>(), "--max-shard-size");
+  } catch (const Error& e) {
+    return usage_error("export", e.what_failed());
+  }
+  if (max_shard == 0) return usage_error("export", "--max-shard-size must be positive");
   std::string dir = r["checkpoint"].as<std::string>();
   if (!std::filesystem::exists(std::filesystem::path(dir) / "manifest.json")) {
     std::string newest = newest_checkpoint(dir);
@@ -46,7 +58,7 @@ int export_main(int argc, char** argv) {
   CheckpointReader ck(dir, nullptr);
   const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
-  export_hf(spec, ck.source(0), out, parse_dtype(dtype));
+  export_hf(spec, ck.source(0), out, parse_dtype(dtype), max_shard);
   std::string source = r["source"].as<std::string>();
   if (source.empty() && ck.manifest().run.contains("model_dir") && ck.manifest().run["model_dir"].is_string())
     source = ck.manifest().run["model_dir"].get<std::string>();

@@ -177,35 +177,6 @@ void check_model_weights(const std::string& path, bool random_init) {
               "download the weights into it, or pass --init random to train the architecture from random weights");
 }
 
-std::vector<std::string> carry_model_files(const std::string& source, const std::string& out) {
-  const fs::path src(source), dst(out);
-  if (!fs::is_directory(src)) return {"the source model directory '" + source + "' is gone: no tokenizer files copied"};
-  std::vector<std::string> done;
-  for (const char* f :
-       {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-        "vocab.json", "merges.txt", "chat_template.jinja", "generation_config.json"}) {
-    if (!fs::exists(src / f)) continue;
-    std::error_code ec;
-    fs::copy_file(src / f, dst / f, fs::copy_options::overwrite_existing, ec);
-    STRATA_CHECK(!ec, "cannot copy '" + (src / f).string() + "' to '" + out + "': " + ec.message(),
-                 "check the directory and free space");
-    done.push_back(std::string("copied ") + f);
-  }
-  std::ifstream in(src / "config.json");
-  const nlohmann::ordered_json from = nlohmann::ordered_json::parse(in, nullptr, false);
-  if (from.is_discarded() || !from.is_object()) return done;
-  std::ifstream cur(dst / "config.json");
-  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(cur, nullptr, false);
-  cur.close();
-  if (cfg.is_discarded() || !cfg.is_object()) return done;
-  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
-    if (from.contains(k)) cfg[k] = from[k], done.push_back(std::string("kept ") + k + " " + from[k].dump());
-  std::ofstream o(dst / "config.json");
-  o << cfg.dump(2) << "\n";
-  STRATA_CHECK(o.good(), "cannot write '" + (dst / "config.json").string() + "'", "check the directory and free space");
-  return done;
-}
-
 HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf_tensor_table(spec)) {
   fs::path p(path);
   if (fs::is_directory(p))
@@ -299,48 +270,6 @@ void HfWeights::read(int64_t flat_begin, int64_t count, float* out) const {
     if (lo >= hi) continue;
     load_tensor(i);
     std::memcpy(out + (lo - flat_begin), cache_.data() + (lo - e.offset), size_t(hi - lo) * 4);
-  }
-}
-
-void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::string& out, DType dtype) {
-  fs::path file(out);
-  const bool dir = file.extension() != ".safetensors";
-  if (dir) {
-    std::error_code ec;
-    fs::create_directories(file, ec);
-    STRATA_CHECK(!ec, "cannot create '" + out + "': " + ec.message(), "check --out");
-    file /= "model.safetensors";
-  }
-  const std::vector<HfTensor> tensors = hf_tensor_table(spec);
-  std::vector<io::SafetensorsWriter::Entry> table;
-  for (const HfTensor& e : tensors) table.push_back({e.name, dtype, e.hf_shape});
-  // Written under a temporary name and renamed, so a failed export never leaves a file
-  // that looks complete.
-  const std::string tmp = file.string() + ".tmp";
-  {
-    io::SafetensorsWriter w(tmp, table, {{"format", "pt"}, {"producer", "strata"}});
-    std::vector<float> buf, t;
-    for (const HfTensor& e : tensors) {
-      buf.resize(size_t(e.count));
-      weights.read(e.offset, e.count, buf.data());
-      if (e.transpose) {
-        t.resize(size_t(e.count));
-        for (int64_t r = 0; r < e.rows; ++r)
-          for (int64_t c = 0; c < e.cols; ++c) t[size_t(c * e.rows + r)] = buf[size_t(r * e.cols + c)];
-        buf.swap(t);
-      }
-      // Padded vocabulary rows are not written (hf_rows < rows only for untransposed embeddings).
-      w.write_f32(std::span<const float>(buf.data(), size_t(e.hf_rows * e.cols)), dtype);
-    }
-    w.finish();
-  }
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  STRATA_CHECK(!ec, "cannot rename '" + tmp + "' to '" + file.string() + "': " + ec.message(), "check the directory");
-  if (dir) {
-    std::ofstream c(fs::path(out) / "config.json");
-    c << spec.hf_config_json(dtype);
-    STRATA_CHECK(c.good(), "cannot write '" + out + "/config.json'", "check the directory and free space");
   }
 }
 

@@ -52,13 +52,4 @@ class HfWeights final : public FlatSource {
   mutable std::vector<float> cache_, raw_;
 };
 
-// Writes `weights` (Strata's flat layout) as Hugging Face safetensors: `out` ending in
-// .safetensors is the file; otherwise a directory with model.safetensors and config.json.
-void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::string& out, DType dtype);
-// After export_hf into directory `out`: the source model directory's tokenizer files and
-// generation_config.json are copied in, and its special token ids (bos, eos, pad) set in
-// out/config.json, so the export loads and generates as the model it came from. Returns
-// what it did, one line per file; nothing when `source` no longer exists (said in the line).
-std::vector<std::string> carry_model_files(const std::string& source, const std::string& out);
-
 }  // namespace strata

@@ -10,7 +10,87 @@ namespace strata {
 
 namespace {
 const std::set<std::string> kFamilies = {"llama", "mistral", "qwen2", "qwen3"};
+
+double positive_number(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+  STRATA_CHECK(v.is_number() && v.get<double>() > 0, "model config '" + origin + "': '" + key + "' must be positive",
+               "fix the model config");
+  return v.get<double>();
 }
+
+// A RoPE object: transformers 4's rope_scaling (its type and the scaling's keys) or
+// transformers 5's rope_parameters (the same with rope_theta). The types Strata computes are
+// default, linear and llama3; dynamic, yarn and longrope change with the sequence length.
+void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta, RopeSpec& rope,
+               const std::string& origin) {
+  STRATA_CHECK(v.is_object(),
+               "model config '" + origin + "': " + key + " must be " + (with_theta ? "" : "null or ") + "an object",
+               "fix the model config");
+  const auto text = [&](const char* k) {
+    STRATA_CHECK(v[k].is_string(), "model config '" + origin + "': " + key + "." + k + " must be a string",
+                 "fix the model config");
+    return v[k].get<std::string>();
+  };
+  const std::string type = v.contains("rope_type") ? text("rope_type") : v.contains("type") ? text("type") : "default";
+  STRATA_CHECK(type == "default" || type == "linear" || type == "llama3",
+               "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata's Llama computes",
+               "Strata's Llama supports RoPE of type default, linear or llama3 (dynamic, yarn and longrope change "
+               "with the sequence length)");
+  const auto number = [&](const nlohmann::json& x, const std::string& k) {
+    return float(positive_number(x, key + "." + k, origin));
+  };
+  for (auto r = v.begin(); r != v.end(); ++r) {
+    const std::string& rk = r.key();
+    if (rk == "type" || rk == "rope_type") continue;
+    if (rk == "rope_theta" && with_theta)
+      rope.theta = number(r.value(), rk);
+    else if (rk == "factor" && type != "default")
+      rope.factor = number(r.value(), rk);
+    else if (rk == "low_freq_factor" && type == "llama3")
+      rope.low_freq_factor = number(r.value(), rk);
+    else if (rk == "high_freq_factor" && type == "llama3")
+      rope.high_freq_factor = number(r.value(), rk);
+    else if (rk == "original_max_position_embeddings" && type == "llama3") {
+      STRATA_CHECK(r.value().is_number_integer() && r.value().get<int64_t>() > 0,
+                   "model config '" + origin + "': " + key + "." + rk + " must be a positive integer",
+                   "fix the model config");
+      rope.original_max_position = r.value().get<int>();
+    } else {
+      const std::string takes = type == "llama3"   ? "factor, low_freq_factor, high_freq_factor, "
+                                                     "original_max_position_embeddings"
+                                : type == "linear" ? "factor"
+                                                   : "no scaling keys";
+      throw_error("model config '" + origin + "': " + key + " has key '" + rk + "', which RoPE of type " + type +
+                      " does not take",
+                  "RoPE " + type + " takes " + (with_theta ? "rope_theta, rope_type and " : "") + takes);
+    }
+  }
+  rope.scaling = type == "linear" ? RopeScaling::linear : type == "llama3" ? RopeScaling::llama3 : RopeScaling::none;
+  STRATA_CHECK(type != "linear" || v.contains("factor"),
+               "model config '" + origin + "': " + key + " of type linear needs a factor", "fix the model config");
+  STRATA_CHECK(type != "llama3" ||
+                   (v.contains("factor") && v.contains("low_freq_factor") && v.contains("high_freq_factor") &&
+                    v.contains("original_max_position_embeddings") && rope.high_freq_factor != rope.low_freq_factor),
+               "model config '" + origin + "': " + key +
+                   " of type llama3 needs factor, low_freq_factor, high_freq_factor (≠ low) and "
+                   "original_max_position_embeddings",
+               "copy " + key + " from the model's original config.json");
+}
+
+// transformers 5 may key rope_parameters by layer type ({"full_attention": {...},
+// "sliding_attention": {...}}). Strata's Llama applies one RoPE to every layer: the form is
+// taken when every layer type has the same parameters.
+const nlohmann::json& one_rope_for_every_layer(const nlohmann::json& v, const std::string& origin) {
+  if (!v.is_object() || v.empty()) return v;
+  for (auto it = v.begin(); it != v.end(); ++it)
+    if (!it.value().is_object()) return v;  // the flat form
+  for (auto it = v.begin(); it != v.end(); ++it)
+    STRATA_CHECK(it.value() == v.begin().value(),
+                 "model config '" + origin + "': rope_parameters differ by layer type (" + v.begin().key() + ": " +
+                     v.begin().value().dump() + ", " + it.key() + ": " + it.value().dump() + ")",
+                 "Strata's Llama applies one RoPE to every layer");
+  return v.begin().value();
+}
+}  // namespace
 
 std::string model_arch_of(const std::string& text, const std::string& origin) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
@@ -42,11 +122,7 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
                  "model config '" + origin + "': '" + key + "' must be a positive integer", "fix the model config");
     return v.get<int>();
   };
-  auto get_num = [&](const nlohmann::json& v, const std::string& key) {
-    STRATA_CHECK(v.is_number() && v.get<double>() > 0, "model config '" + origin + "': '" + key + "' must be positive",
-                 "fix the model config");
-    return v.get<double>();
-  };
+  auto get_num = [&](const nlohmann::json& v, const std::string& key) { return positive_number(v, key, origin); };
   auto get_bool = [&](const nlohmann::json& v, const std::string& key) {
     STRATA_CHECK(v.is_boolean(), "model config '" + origin + "': '" + key + "' must be true or false",
                  "fix the model config");
@@ -121,53 +197,15 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
       bool all_full = v.is_array();
       for (const auto& t : v) all_full = all_full && t == "full_attention";
       if (!all_full) c.use_sliding_window = true;  // some layers slide: the window is in force
-    } else if (k == "rope_scaling") {
-      if (v.is_null()) continue;
-      STRATA_CHECK(v.is_object(), "model config '" + origin + "': rope_scaling must be null or an object",
-                   "fix the model config");
-      const std::string type = v.contains("rope_type") ? v["rope_type"].get<std::string>()
-                               : v.contains("type")    ? v["type"].get<std::string>()
-                                                       : "";
-      refuse_unless(type == "default" || type == "linear" || type == "llama3", k, v,
-                    "rope_scaling of type linear or llama3 (dynamic, yarn and longrope change with the sequence "
-                    "length)");
-      for (auto r = v.begin(); r != v.end(); ++r) {
-        const std::string& rk = r.key();
-        if (rk == "type" || rk == "rope_type") continue;
-        if (rk == "factor")
-          c.rope.factor = float(get_num(r.value(), "rope_scaling.factor"));
-        else if (rk == "low_freq_factor" && type == "llama3")
-          c.rope.low_freq_factor = float(get_num(r.value(), "rope_scaling.low_freq_factor"));
-        else if (rk == "high_freq_factor" && type == "llama3")
-          c.rope.high_freq_factor = float(get_num(r.value(), "rope_scaling.high_freq_factor"));
-        else if (rk == "original_max_position_embeddings" && type == "llama3")
-          c.rope.original_max_position = get_int(r.value(), "rope_scaling.original_max_position_embeddings");
-        else
-          throw_error(
-              "model config '" + origin + "': rope_scaling has key '" + rk + "', which a " + type +
-                  " scaling does not take",
-              "rope_scaling " + type + " takes " +
-                  (type == "llama3" ? "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings"
-                                    : "factor"));
-      }
-      if (type == "linear") c.rope.scaling = RopeScaling::linear;
-      if (type == "llama3") {
-        c.rope.scaling = RopeScaling::llama3;
-        STRATA_CHECK(v.contains("factor") && v.contains("low_freq_factor") && v.contains("high_freq_factor") &&
-                         v.contains("original_max_position_embeddings") &&
-                         c.rope.high_freq_factor != c.rope.low_freq_factor,
-                     "model config '" + origin +
-                         "': rope_scaling llama3 needs factor, low_freq_factor, "
-                         "high_freq_factor (≠ low) and original_max_position_embeddings",
-                     "copy rope_scaling from the model's original config.json");
-      }
-      STRATA_CHECK(type != "linear" || v.contains("factor"),
-                   "model config '" + origin + "': rope_scaling linear needs a factor", "fix the model config");
+    } else if (k == "rope_scaling") {              // transformers 4
+      if (!v.is_null()) read_rope(v, k, false, c.rope, origin);
+    } else if (k == "rope_parameters") {  // transformers 5: rope_theta and the scaling in one object
+      read_rope(one_rope_for_every_layer(v, origin), k, true, c.rope, origin);
     } else if (!ignored.count(k))
       throw_error("model config '" + origin + "': unknown key '" + k + "'",
                   "Llama-family configs take hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
                   "num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, "
-                  "rope_scaling, tie_word_embeddings, attention_bias, sliding_window");
+                  "rope_scaling, rope_parameters, tie_word_embeddings, attention_bias, sliding_window, layer_types");
   }
   if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
   if (c.padded_vocab_size == 0) c.padded_vocab_size = (c.vocab_size + 63) / 64 * 64;

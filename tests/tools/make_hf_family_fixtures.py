@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/hf-families/<name>/: tiny models of the Llama-family variants that
-people fine-tune, made and run by Hugging Face transformers itself, so Strata's parity is
-with the library and not with a re-implementation of it.
+"""Writes tests/fixtures/hf-families/<name>/ (with transformers 4.x) or
+tests/fixtures/hf-families-tf5/<name>/ (with transformers 5.x): tiny models of the
+Llama-family variants that people fine-tune, made and run by Hugging Face transformers
+itself, so Strata's parity is with the library and not with a re-implementation of it, and
+with the config.json each major version writes (transformers 5: rope_parameters, dtype,
+layer_types).
 
   gpt2             GPT-2 (Conv1D weights, tied head, learned positions); its *_pdrop at 0,
                    since Strata's dropout masks are its own (per sample), not torch's RNG
@@ -22,20 +25,24 @@ there, model.safetensors, F32), and:
   train.json          the optimizer settings and the 5 losses of torch.optim.AdamW on it
   after.bin           expected.bin's layout: the logits after those 5 steps (the export's check)
 
-Run it with a Python that has torch ≥ 2 and transformers 4.51 (not CI's business: CI reads
-the committed files):
-  python3 -m venv /tmp/fx && /tmp/fx/bin/pip install torch==2.5.1 transformers==4.51.3
-  /tmp/fx/bin/python tests/tools/make_hf_family_fixtures.py
+Run it with a Python that has torch ≥ 2 and transformers 4.51+ or 5.x (not CI's business: CI
+reads the committed files); tests/tools/make_fixture_venv.sh makes one:
+  tests/tools/make_fixture_venv.sh 5 /opt/strata-fixtures/tf5
+  /opt/strata-fixtures/tf5/bin/python tests/tools/make_hf_family_fixtures.py
+The committed hf-families/ were made with transformers 4.51.3 and torch 2.5.1.
 """
 import json
 import os
 import struct
 
 import torch
+import transformers
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
                           Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "hf-families")
+MAJOR = int(transformers.__version__.split(".")[0])
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                    "hf-families" if MAJOR < 5 else "hf-families-tf5")
 B, T, V = 2, 16, 97
 STEPS, LR, BETAS, EPS, WD = 5, 1e-3, (0.9, 0.95), 1e-8, 0.1
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -43,20 +50,28 @@ COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_lay
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 32}
 
+
+def rope(theta=None, scaling=None):
+    """The RoPE keyword arguments as this transformers names them: rope_theta and rope_scaling
+    (4.x) or one rope_parameters object (5.x)."""
+    if MAJOR < 5:
+        return {**({"rope_theta": theta} if theta else {}), **({"rope_scaling": scaling} if scaling else {})}
+    return {"rope_parameters": {"rope_theta": theta or 10000.0, **(scaling or {"rope_type": "default"})}}
+
+
 GPT2 = dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, embd_pdrop=0.0, attn_pdrop=0.0,
             resid_pdrop=0.0, bos_token_id=1, eos_token_id=2)
 
 FAMILIES = {
     "gpt2": (GPT2Config, GPT2LMHeadModel, None),
     "llama2": (LlamaConfig, LlamaForCausalLM, dict(num_key_value_heads=4)),
-    "llama31-scaled": (LlamaConfig, LlamaForCausalLM, dict(rope_theta=500000.0, rope_scaling=LLAMA3)),
-    "llama32-tied": (LlamaConfig, LlamaForCausalLM,
-                     dict(rope_theta=500000.0, rope_scaling=LLAMA3, tie_word_embeddings=True, head_dim=8)),
+    "llama31-scaled": (LlamaConfig, LlamaForCausalLM, rope(500000.0, LLAMA3)),
+    "llama32-tied": (LlamaConfig, LlamaForCausalLM, dict(**rope(500000.0, LLAMA3), tie_word_embeddings=True, head_dim=8)),
     "llama2-linear": (LlamaConfig, LlamaForCausalLM,
-                      dict(num_key_value_heads=4, rope_scaling={"rope_type": "linear", "factor": 2.0})),
-    "mistral": (MistralConfig, MistralForCausalLM, dict(head_dim=16, sliding_window=4096, rope_theta=1e6)),
-    "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True, rope_theta=1e6)),
-    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(tie_word_embeddings=True, head_dim=16, rope_theta=1e6)),
+                      dict(num_key_value_heads=4, **rope(None, {"rope_type": "linear", "factor": 2.0}))),
+    "mistral": (MistralConfig, MistralForCausalLM, dict(head_dim=16, sliding_window=4096, **rope(1e6))),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True, **rope(1e6))),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(tie_word_embeddings=True, head_dim=16, **rope(1e6))),
 }
 
 
@@ -86,7 +101,7 @@ def make(name, cfg_cls, model_cls, extra):
         for n, p in model.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out)  # safetensors, the default of both major versions
     g = torch.Generator().manual_seed(7)
     tokens = torch.randint(0, V, (B, T), generator=g)
     write_logits(os.path.join(out, "expected.bin"), tokens, logits_f64(model, tokens))
