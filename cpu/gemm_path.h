@@ -5,7 +5,9 @@
 //     tiles' rate, which outweighs the few heap blocks oneDNN allocates per execution.
 //   - AVX512-BF16 on AMD: Strata's own kernel (cpu/gemm_bf16.h). These cores issue
 //     vdpbf16ps at the rate of vfmadd231ps and it does twice the multiply-adds, so bf16
-//     operands beat widening them to f32; the kernel allocates nothing per call.
+//     operands beat widening them to f32. oneDNN's matmul computes natively here too, but
+//     allocates inside every execution, which the steady-state step must not; the kernel
+//     allocates nothing.
 //   - Anything else: the f32 panels (cpu/gemm.h), which widen the operands a cache-sized
 //     panel at a time and run oneDNN's sgemm. On AVX2 there is no bf16 arithmetic, and Intel
 //     cores with AVX512-BF16 but no AMX issue vdpbf16ps at half the vfmadd231ps rate, where
