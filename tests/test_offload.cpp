@@ -41,20 +41,6 @@ TrainOptions base(const std::string& tag) {
   return o;
 }
 
-// This test's runs: on every rank, each training its slice of the global batch, or on one
-// rank alone (the reference they are compared with); the final parameters kept to compare,
-// unless `keep` says otherwise.
-TrainResult train_ranks(const TrainOptions& o, bool keep = true) {
-  TrainContext c;
-  c.comm = world, c.keep_final_params = keep;
-  return train(o, c);
-}
-TrainResult train_alone(const TrainOptions& o) {
-  TrainContext c;
-  c.keep_final_params = true;
-  return train(o, c);
-}
-
 std::string nvme_dir() {
   const std::filesystem::path d = std::filesystem::temp_directory_path() /
                                   ("strata_nvme_" + std::to_string(getpid()) + "_r" + std::to_string(world->rank()));
@@ -125,13 +111,13 @@ const TrainResult& reference(const Case& c) {
   const std::string key = std::to_string(c.accum) + std::string(dtype_name(c.precision)) + std::to_string(c.grad_clip) +
                           "/" + std::to_string(c.initial_scale_power) + c.moments + c.master + c.rounding;
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, train_alone(options_for(c, false))).first;
+  if (it == cache.end()) it = cache.emplace(key, test::train_on(nullptr, options_for(c, false))).first;
   return it->second;
 }
 
 TrainResult expect_equivalent(const Case& c) {
   const TrainResult& a = reference(c);
-  const TrainResult b = train_ranks(options_for(c, true));
+  const TrainResult b = test::train_on(world, options_for(c, true));
   EXPECT_EQ(a.steps.size(), b.steps.size());
   const bool f16 = c.precision == DType::f16;
   for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i) {
@@ -217,10 +203,10 @@ TEST(Offload, ModelStatesEightTimesTheDeviceBudget) {
   o.prefetch_depth = 1;
   o.activation_checkpointing = true;
   o.device_threads = o.host_threads = 1;
-  const TrainResult plain = train_ranks(o, false);
+  const TrainResult plain = test::train_on(world, o, false);
   o.offload_optimizer = o.offload_param = o.offload_activations = zero::OffloadTier::cpu;
   o.device_mem = size_t(10) << 20;
-  const TrainResult r = train_ranks(o, false);
+  const TrainResult r = test::train_on(world, o, false);
   const double states = 16.0 * double(r.num_params);
   EXPECT_GE(states, 8.0 * double(o.device_mem)) << "the model must be big for the budget";
   EXPECT_LE(r.device_high_water, o.device_mem);
@@ -289,7 +275,7 @@ TEST(Nvme, StepTrafficIsThePlansFromTightToGenerousHostBudgets) {
       const double f = std::array{0.0, 0.35, 0.7, 1.0}[size_t(fi)];
       o.host_mem = size_t(none + f * (all - none));
       const PlanRow row = row_for(double(o.host_mem));
-      const TrainResult r = train_ranks(o, false);
+      const TrainResult r = test::train_on(world, o, false);
       const std::string what = "host budget " + std::to_string(o.host_mem) + " (" + std::to_string(f) +
                                " of the cache), " + std::to_string(world->size()) + " ranks, " + states + " states";
       EXPECT_EQ(double(r.host_high_water), row.host) << what;
@@ -345,7 +331,7 @@ void expect_fault_keeps_last_step(int mode, const std::string& expect_in_message
   o.warmup = 0, o.min_lr_ratio = 1.0;  // constant lr: the first 3 steps of any run are the same
   TrainOptions ref = o;
   ref.steps = 3;
-  const TrainResult after3 = train_ranks(ref);
+  const TrainResult after3 = test::train_on(world, ref);
   ArmedFaults faults;
   o.steps = 6;
   TrainContext watch;
@@ -398,20 +384,20 @@ TEST(Nvme, MissingOrUnusablePathIsAClearError) {
   TrainOptions o = options_for({.stage = 2, .optimizer = "nvme"}, true);
   o.nvme_path = "";
   try {
-    train_ranks(o);
+    test::train_on(world, o);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--nvme-path"), std::string::npos) << e.what();
   }
   o.nvme_path = "/nonexistent/strata";
   try {
-    train_ranks(o);
+    test::train_on(world, o);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a directory"), std::string::npos) << e.what();
   }
   o = options_for({.stage = 3, .optimizer = "nvme", .param = "cpu"}, true);
-  EXPECT_THROW(train_ranks(o), Error) << "parameters and optimizer on different tiers";
+  EXPECT_THROW(test::train_on(world, o), Error) << "parameters and optimizer on different tiers";
 }
 
 WORLD_SIZES(1)
@@ -419,7 +405,7 @@ TEST(Offload, HostBudgetIsEnforcedWithAClearError) {
   TrainOptions o = options_for({.stage = 2}, true);
   o.host_mem = 10000;  // less than the staging pool (3 × 4 KiB)
   try {
-    train_ranks(o);
+    test::train_on(world, o);
     ADD_FAILURE() << "expected a host budget error";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -444,7 +430,7 @@ void expect_bitwise(const TrainResult& a, const TrainResult& b, const std::strin
 
 TrainResult expect_same_bits(const Case& c, const TrainResult* peer = nullptr) {
   const TrainResult& a = reference(c);
-  TrainResult b = train_ranks(options_for(c, true));
+  TrainResult b = test::train_on(world, options_for(c, true));
   EXPECT_EQ(b.steady_state_allocations, 0u) << c.name();
   if (world->size() == 1) {
     expect_bitwise(a, b, c.name());
@@ -541,7 +527,7 @@ std::pair<int64_t, int64_t> most_f32_masters(const TrainOptions& o) {
 // (strata plan's bytes for these layouts: Nvme.StepTrafficIsThePlans… below.)
 TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   Case c{.stage = 2, .precision = DType::bf16};
-  const auto host = [&] { return train_ranks(options_for(c, true)).host_bytes; };
+  const auto host = [&] { return test::train_on(world, options_for(c, true)).host_bytes; };
   const size_t f = host();
   c.moments = "bf16";
   const size_t h = host();
@@ -558,7 +544,7 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
   uint64_t n2h[3], h2n[3];
   for (int k = 0; k < 3; ++k) {
     c.moments = k ? "bf16" : "f32", c.master = k == 2 ? "bf16" : "f32";
-    const StepTimeline t = train_ranks(options_for(c, true)).steps.back().timeline;
+    const StepTimeline t = test::train_on(world, options_for(c, true)).steps.back().timeline;
     n2h[k] = t.n2h_bytes, h2n[k] = t.h2n_bytes;
   }
   EXPECT_GT(n2h[2], 0u);
@@ -573,7 +559,7 @@ TEST(StateDtype, HostAndNvmeBytesFollowTheStateDtypes) {
 // without weight decay, room for the most any rank owns.
 TEST(StateDtype, DeviceBytesFollowTheStateDtypes) {
   Case c{.stage = 2, .optimizer = "none", .precision = DType::bf16};
-  const auto optim = [&] { return train_ranks(options_for(c, true)).optim_bytes; };
+  const auto optim = [&] { return test::train_on(world, options_for(c, true)).optim_bytes; };
   const size_t f = optim();
   c.moments = "bf16";
   const size_t h = optim();
@@ -605,7 +591,7 @@ TEST(StateDtype, NormGainsAndBiasesKeepAnF32MasterBesideABf16One) {
                    .rounding = "nearest"};
       TrainOptions o = options_for(c, true);
       o.lr = 1e-5, o.warmup = 0, o.steps = 6;
-      const TrainResult r = train_ranks(o);
+      const TrainResult r = test::train_on(world, o);
       int64_t gains_moved = 0, off_grid = 0, decayed_off_grid = 0;
       for (const zero::ParamSpan& q : param_table(ModelSpec::load(o.model)).first)
         for (int64_t i = q.offset; i < q.offset + q.count; ++i) {
@@ -627,20 +613,20 @@ TEST(StateDtype, NormGainsAndBiasesKeepAnF32MasterBesideABf16One) {
 WORLD_SIZES(1)
 TEST(Offload, BadCombinationsAreRefused) {
   TrainOptions o = options_for({.stage = 0}, true);
-  EXPECT_THROW(train_ranks(o), Error) << "stage 0 has no partitioned optimizer to offload";
+  EXPECT_THROW(test::train_on(world, o), Error) << "stage 0 has no partitioned optimizer to offload";
   o = options_for({.stage = 2, .param = "cpu"}, true);
-  EXPECT_THROW(train_ranks(o), Error) << "parameters are offloaded only at stage 3";
+  EXPECT_THROW(test::train_on(world, o), Error) << "parameters are offloaded only at stage 3";
   o = options_for({.stage = 3, .param = "cpu", .ratio = 0.5}, true);
-  EXPECT_THROW(train_ranks(o), Error) << "parameter offload needs the whole optimizer on the host";
+  EXPECT_THROW(test::train_on(world, o), Error) << "parameter offload needs the whole optimizer on the host";
   o = options_for({.stage = 0, .optimizer = "none", .precision = DType::bf16, .master = "bf16"}, true);
   try {
-    train_ranks(o);
+    test::train_on(world, o);
     ADD_FAILURE() << "stage 0's master is the model's f32 parameters";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--zero-stage 1"), std::string::npos) << e.what();
   }
   o = options_for({.stage = 2, .precision = DType::f32, .master = "bf16"}, true);
-  EXPECT_THROW(train_ranks(o), Error) << "a bf16 master needs bf16 compute";
+  EXPECT_THROW(test::train_on(world, o), Error) << "a bf16 master needs bf16 compute";
 }
 
 }  // namespace

@@ -33,6 +33,14 @@ inline void set_option(TrainOptions& o, std::string_view name, const std::string
   d->set(o, value);
 }
 
+// A run on `comm`'s ranks, each training its slice of the global batch, or on this rank
+// alone (null), keeping the final parameters to compare unless `keep` is false.
+inline TrainResult train_on(Communicator* comm, const TrainOptions& o, bool keep = true) {
+  TrainContext c;
+  c.comm = comm, c.keep_final_params = keep;
+  return train(o, c);
+}
+
 // The message of the strata::Error that f throws, or "(no error)".
 inline std::string error_of(const std::function<void()>& f) {
   try {

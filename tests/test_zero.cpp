@@ -113,20 +113,6 @@ TrainOptions options_for(const Case& c, bool distributed) {
   return o;
 }
 
-// This test's runs: on every rank, each training its slice of the global batch, or on one
-// rank alone (the reference); the final parameters kept to compare, unless `keep` says
-// otherwise.
-TrainResult train_ranks(const TrainOptions& o, bool keep = true) {
-  TrainContext c;
-  c.comm = world, c.keep_final_params = keep;
-  return train(o, c);
-}
-TrainResult train_alone(const TrainOptions& o) {
-  TrainContext c;
-  c.keep_final_params = true;
-  return train(o, c);
-}
-
 // Every rank computes the single-rank reference on its own; cached per reference shape.
 const TrainResult& reference(const Case& c) {
   static std::map<std::string, TrainResult> cache;
@@ -134,7 +120,7 @@ const TrainResult& reference(const Case& c) {
                           std::string(dtype_name(c.precision)) + std::to_string(c.grad_clip) + "/" +
                           std::to_string(c.initial_scale_power);
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, train_alone(options_for(c, false))).first;
+  if (it == cache.end()) it = cache.emplace(key, test::train_on(nullptr, options_for(c, false))).first;
   return it->second;
 }
 
@@ -200,7 +186,7 @@ uint64_t expected_elements(const Case& c, int64_t steps, int64_t skipped, int64_
 void expect_equivalent(const Case& c) {
   const TrainResult& a = reference(c);
   world->reset_counters();
-  const TrainResult b = train_ranks(options_for(c, true));
+  const TrainResult b = test::train_on(world, options_for(c, true));
   const uint64_t sent = world->counters().elements_sent;
   ASSERT_EQ(a.steps.size(), b.steps.size());
   // 16-bit compute (bf16, f16) rounds the gradients at different points per world size.
@@ -289,13 +275,13 @@ TEST(ZeroEquivalence, Stage3LiveParameterBudget) {
   Case c{.stage = 3, .max_live = 4096 + 272 + slack};  // the embeddings unit, exactly
   const TrainResult& a = reference(c);
   TrainOptions o = options_for(c, true);
-  const TrainResult b = train_ranks(o);
+  const TrainResult b = test::train_on(world, o);
   for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_NEAR(b.steps[i].loss, a.steps[i].loss, 1e-5) << "step " << i + 1;
   EXPECT_LE(b.live_param_high_water, size_t(c.max_live) * 4) << "gathered parameters exceeded --max-live-params";
   // Too small for the largest unit: a clear error before training.
   o.max_live_params = 100;
   try {
-    train_ranks(o);
+    test::train_on(world, o);
     ADD_FAILURE() << "expected an error for --max-live-params 100";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("max-live-params"), std::string::npos) << e.what();
@@ -311,7 +297,7 @@ TEST(ZeroPrefetch, ReplaysTheRecordedOrder) {
     Case c{.stage = 3, .accum = 2, .prefetch = depth};
     TrainOptions o = options_for(c, true);
     o.steps = 4;
-    const TrainResult r = train_ranks(o);
+    const TrainResult r = test::train_on(world, o);
     const int64_t per_step = 2 * c.accum * units;  // each unit once per pass (embeddings reused in the pass)
     EXPECT_EQ(r.gathers_on_demand + r.gathers_prefetched, per_step * o.steps) << "depth " << depth;
     if (depth == 0) {
@@ -347,9 +333,9 @@ TEST(ZeroHpz, SecondaryPartitionCutsCrossNodeGathers) {
       const std::string name = c.name();
       TrainOptions o = options_for(c, true);
       o.steps = 6;
-      const TrainResult a = train_ranks(o);
+      const TrainResult a = test::train_on(world, o);
       o.hpz_partition_size = 2;
-      const TrainResult b = train_ranks(o);
+      const TrainResult b = test::train_on(world, o);
       ASSERT_EQ(a.steps.size(), b.steps.size());
       for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << name << ", step " << i;
       EXPECT_EQ(a.final_params, b.final_params) << name;
@@ -414,7 +400,7 @@ TEST(ZeroAccounting, AllocatedBytesMatchTheFormulas) {
       const double psi = double(lay.model_elements()), part = double(lay.padded_elements()) / N;
       TrainOptions o = options_for(c, true);
       o.steps = 1;
-      const TrainResult r = train_ranks(o, false);
+      const TrainResult r = test::train_on(world, o, false);
       const double got = double(r.param_bytes + r.grad_bytes + r.optim_bytes);
       const bool mixed = dt != DType::f32;
       const double expect[4] = {16 * psi, mixed ? 4 * psi + 12 * part : 8 * psi + 12 * part,
@@ -454,7 +440,7 @@ TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
             test::set_option(o, "offload-optimizer", off == "none" ? "none" : off.substr(0, off.find('+')));
             o.offload_param = off.ends_with("+param") ? o.offload_optimizer : zero::OffloadTier::none;
             if (off.starts_with("nvme")) o.nvme_path = nvme_dir;
-            const TrainResult r = train_ranks(o, false);
+            const TrainResult r = test::train_on(world, o, false);
             const ModelSpec spec = ModelSpec::load(o.model);
             PlanInput in;
             in.sub_group_size = c.sub_group, in.persistence_threshold = c.persistence, in.prefetch_depth = c.prefetch;
@@ -496,7 +482,7 @@ WORLD_SIZES(1)
 TEST(ZeroEquivalence, UnknownStageIsRefused) {
   TrainOptions o = options_for({}, true);
   o.zero_stage = 4;
-  EXPECT_THROW(train_ranks(o), Error);
+  EXPECT_THROW(test::train_on(world, o), Error);
 }
 
 WORLD_SIZES(1)
