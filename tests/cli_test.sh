@@ -319,10 +319,14 @@ PY
     # (tests/fixtures/hf-families and hf-families-tf5): 5 training steps against
     # torch.optim.AdamW's losses on the same sequence,
     # then the export, which transformers' from_pretrained loads and runs to the logits its own
-    # 5 steps reached, where a Python with torch and transformers ≥ 4.51 is at hand
-    # ($STRATA_TORCH_PYTHON; tests/tools/make_hf_family_fixtures.py says how to make one).
-    tpy=${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}
-    "$tpy" -c "import torch, transformers.models.qwen3" 2>/dev/null || tpy=""
+    # 5 steps reached, with each Python at hand that has torch and transformers ≥ 4.51
+    # ($STRATA_TORCH_PYTHON, colon-separated, e.g. a transformers 4 and a transformers 5 venv
+    # from tests/tools/make_fixture_venv.sh).
+    tpys=()
+    IFS=: read -ra candidates <<<"${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}"
+    for p in "${candidates[@]}"; do
+      "$p" -c "import torch, transformers.models.qwen3" 2>/dev/null && tpys+=("$p")
+    done
     for fam in {hf-families,hf-families-tf5}/{gpt2,llama2,llama31-scaled,llama32-tied,llama2-linear,mistral,qwen2,qwen3}; do
       fx="$src/tests/fixtures/$fam"
       "$bin" train --model "$fx" --data "$fx/train.jsonl" --steps 5 --micro-batch 1 --seq-len 16 --lr 1e-3 \
@@ -352,8 +356,8 @@ if src.get("model_type") != "gpt2" and rope(src) != rope(out):
     bad.append(f"rope {rope(src)} -> {rope(out)}")
 sys.exit(f"{bad}: {[src[k] for k in bad if k in src]} -> {[out.get(k) for k in bad if k in out]}" if bad else 0)
 PY
-      if [[ -n $tpy ]]; then
-        "$tpy" - "$tmp/$fam/hf" "$fx/after.bin" <<'PY' || fail "$fam: from_pretrained of the export"
+      for tpy in "${tpys[@]}"; do
+        "$tpy" - "$tmp/$fam/hf" "$fx/after.bin" <<'PY' || fail "$fam: from_pretrained of the export with $tpy"
 import struct, sys
 import torch
 from transformers import AutoModelForCausalLM
@@ -365,12 +369,14 @@ want = torch.frombuffer(bytearray(raw[12 + 4 * B * T:]), dtype=torch.float32).do
 with torch.no_grad():
     got = m(tokens).logits
 err = (got - want).abs().max().item()
-print(f"from_pretrained: {type(m).__name__}, logits after 5 steps within {err:.1e} of transformers' own")
+import transformers
+print(f"from_pretrained (transformers {transformers.__version__}): {type(m).__name__}, logits after 5 steps "
+      f"within {err:.1e} of transformers' own")
 sys.exit(0 if err < 1e-3 else 1)
 PY
-      else
+      done
+      ((${#tpys[@]})) ||
         echo "$fam: from_pretrained not run (no Python with torch and transformers ≥ 4.51; set STRATA_TORCH_PYTHON)"
-      fi
     done
     # The tied head (unit 0 gathered again) and Qwen3's q/k norms under ZeRO stage 3 on 2
     # ranks: the single-rank run's losses, to the reductions' rounding.
