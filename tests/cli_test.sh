@@ -209,6 +209,24 @@ PY
     awk -v l="$first" 'BEGIN { exit !(l < 5.0) }' || fail "imported model's loss $first is not below a fresh model's 5.53"
         expect_error 1 "neither a checkpoint" -- export "$tmp" --out "$tmp/x"
     expect_error 2 "\-\-out" -- export "$tmp/run"
+    # Shards of at most --max-shard-size with save_pretrained's index; the import reads them
+    # as the one file.
+    "$bin" export "$tmp/run" --out "$tmp/shards" --dtype bf16 --max-shard-size 100KB 2>"$tmp/err" || fail "sharded export: $(cat "$tmp/err")"
+    [[ -s "$tmp/shards/model.safetensors.index.json" && ! -e "$tmp/shards/model.safetensors" ]] ||
+      fail "sharded export wrote $(ls "$tmp/shards")"
+    n=$(ls "$tmp/shards" | grep -c '^model-.*-of-.*\.safetensors$')
+    ((n > 1)) || fail "sharded export wrote $n shards"
+    python3 - "$tmp/shards" <<'PY' || fail "a shard passes --max-shard-size with more than one tensor"
+import collections, json, os, sys
+d = sys.argv[1]
+per_shard = collections.Counter(json.load(open(os.path.join(d, "model.safetensors.index.json")))["weight_map"].values())
+big = [f for f, n in per_shard.items() if os.path.getsize(os.path.join(d, f)) > 100000 + 4096 and n > 1]
+sys.exit(f"{big}" if big else 0)
+PY
+    "$bin" train --model "$tmp/shards" --steps 1 --log-every 1 --out "$tmp/fts" 2>"$tmp/err" || fail "import of the shards: $(cat "$tmp/err")"
+    [[ $(grep -o '"loss":[0-9.]*' "$tmp/fts/metrics.jsonl" | head -1) == "\"loss\":$first" ]] ||
+      fail "the shards' first loss differs from the one file's $first: $(head -1 "$tmp/fts/metrics.jsonl")"
+    expect_error 2 "max-shard-size" -- export "$tmp/run" --out "$tmp/x" --max-shard-size 5XB
     # OUT/checkpoints names the newest checkpoint too.
     "$bin" export "$tmp/run/checkpoints" --out "$tmp/hf2" 2>"$tmp/err" || fail "export OUT/checkpoints: $(cat "$tmp/err")"
     [[ -s "$tmp/hf2/model.safetensors" ]] || fail "export OUT/checkpoints wrote $(ls "$tmp/hf2")"

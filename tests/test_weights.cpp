@@ -260,6 +260,18 @@ TEST(HfExport, ShardsAsSavePretrainedWithTheIndex) {
     w.read(0, int64_t(got.size()), got.data());
     EXPECT_EQ(got, v);
   }
+  {  // A failed export (the source fails mid-way, as a full disk would) leaves the shards as they were.
+    struct Failing final : FlatSource {
+      void read(int64_t, int64_t, float*) const override { throw_error("read failed", "a test"); }
+    };
+    EXPECT_THROW(export_hf(spec, Failing(), dir, DType::f32), Error);
+    HfWeights w(dir, ModelSpec::load(dir + "/config.json"));
+    std::vector<float> got(v.size());
+    w.read(0, int64_t(got.size()), got.data());
+    EXPECT_EQ(got, v);
+    for (const auto& f : fs::directory_iterator(dir))
+      EXPECT_FALSE(f.path().extension() == ".tmp") << f.path() << " is left from the failed export";
+  }
   export_hf(spec, VectorSource(v), dir, DType::f32);  // 5 GB: one file
   EXPECT_TRUE(fs::exists(fs::path(dir) / "model.safetensors"));
   for (const auto& f : fs::directory_iterator(dir))

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -14,12 +15,64 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes `path` (under a temporary name, then renamed) with tensors [first, last) of the table.
-void write_file(const fs::path& path, const std::vector<HfTensor>& tensors, size_t first, size_t last,
+// The files of an export, each written under a temporary name; publish() renames them all
+// into place once every one is complete, so a failed export (a full disk, say) leaves the
+// directory's previous export as it was, and no file that looks complete.
+class PendingFiles {
+ public:
+  ~PendingFiles() {
+    if (published_) return;
+    for (const fs::path& p : paths_) {
+      std::error_code ec;
+      fs::remove(tmp_of(p), ec);  // after a failure: what was written so far
+    }
+  }
+  // The temporary name to write `path` under.
+  std::string add(const fs::path& path) {
+    paths_.push_back(path);
+    return tmp_of(path);
+  }
+  // Renames every file into place.
+  void publish() {
+    for (const fs::path& p : paths_) {
+      std::error_code ec;
+      fs::rename(tmp_of(p), p, ec);
+      STRATA_CHECK(!ec, "cannot rename '" + tmp_of(p) + "' to '" + p.string() + "': " + ec.message(),
+                   "check the directory");
+    }
+    published_ = true;
+  }
+  // After publish(), in a directory export: removes the weight files of an earlier export that
+  // this one did not replace (it may have been cut into other shards).
+  void remove_other_weights(const fs::path& dir) const {
+    std::set<std::string> ours;
+    for (const fs::path& p : paths_) ours.insert(p.filename().string());
+    std::vector<fs::path> stale;
+    for (const auto& f : fs::directory_iterator(dir)) {
+      const std::string name = f.path().filename().string();
+      const bool weights = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                           (name.starts_with("model-") && name.ends_with(".safetensors"));
+      if (weights && !ours.count(name)) stale.push_back(f.path());
+    }
+    for (const fs::path& p : stale) {
+      std::error_code ec;
+      fs::remove(p, ec);
+      STRATA_CHECK(!ec, "cannot remove '" + p.string() + "' of an earlier export: " + ec.message(),
+                   "remove it by hand: the new export is complete");
+    }
+  }
+
+ private:
+  static std::string tmp_of(const fs::path& p) { return p.string() + ".tmp"; }
+  std::vector<fs::path> paths_;
+  bool published_ = false;
+};
+
+// Writes tensors [first, last) of the table into `tmp`.
+void write_file(const std::string& tmp, const std::vector<HfTensor>& tensors, size_t first, size_t last,
                 const FlatSource& weights, DType dtype) {
   std::vector<io::SafetensorsWriter::Entry> table;
   for (size_t i = first; i < last; ++i) table.push_back({tensors[i].name, dtype, tensors[i].hf_shape});
-  const std::string tmp = path.string() + ".tmp";
   {
     io::SafetensorsWriter w(tmp, table, {{"format", "pt"}, {"producer", "strata"}});
     std::vector<float> buf, t;
@@ -38,24 +91,15 @@ void write_file(const fs::path& path, const std::vector<HfTensor>& tensors, size
     }
     w.finish();
   }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  STRATA_CHECK(!ec, "cannot rename '" + tmp + "' to '" + path.string() + "': " + ec.message(), "check the directory");
 }
 
 size_t hf_bytes(const HfTensor& e, DType dtype) { return size_t(e.hf_rows * e.cols) * dtype_size(dtype); }
 
-void write_text(const fs::path& path, const std::string& text) {
-  const std::string tmp = path.string() + ".tmp";
-  {
-    std::ofstream o(tmp);
-    o << text;
-    o.flush();
-    STRATA_CHECK(o.good(), "cannot write '" + path.string() + "'", "check the directory and free space");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  STRATA_CHECK(!ec, "cannot rename '" + tmp + "' to '" + path.string() + "': " + ec.message(), "check the directory");
+void write_text(const std::string& tmp, const std::string& text) {
+  std::ofstream o(tmp);
+  o << text;
+  o.flush();
+  STRATA_CHECK(o.good(), "cannot write '" + tmp + "'", "check the directory and free space");
 }
 
 }  // namespace
@@ -65,8 +109,10 @@ void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::stri
   STRATA_CHECK(max_shard_bytes > 0, "export: the shard size must be positive", "give --max-shard-size 5GB, say");
   const std::vector<HfTensor> tensors = hf_tensor_table(spec);
   const fs::path target(out);
+  PendingFiles files;
   if (target.extension() == ".safetensors") {
-    write_file(target, tensors, 0, tensors.size(), weights, dtype);
+    write_file(files.add(target), tensors, 0, tensors.size(), weights, dtype);
+    files.publish();
     return;
   }
   std::error_code ec;
@@ -83,28 +129,22 @@ void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::stri
   }
   starts.push_back(tensors.size());
   const size_t n = starts.size() - 1;
-  // An earlier export into this directory may have been cut differently: its weight files go,
-  // so the directory never holds two sets.
-  for (const auto& f : fs::directory_iterator(target)) {
-    const std::string name = f.path().filename().string();
-    if (name == "model.safetensors" || name == "model.safetensors.index.json" ||
-        (name.starts_with("model-") && name.ends_with(".safetensors")))
-      fs::remove(f.path());
-  }
   if (n == 1) {
-    write_file(target / "model.safetensors", tensors, 0, tensors.size(), weights, dtype);
+    write_file(files.add(target / "model.safetensors"), tensors, 0, tensors.size(), weights, dtype);
   } else {
     nlohmann::ordered_json map = nlohmann::ordered_json::object();
     for (size_t k = 0; k < n; ++k) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, n);
-      write_file(target / name, tensors, starts[k], starts[k + 1], weights, dtype);
+      write_file(files.add(target / name), tensors, starts[k], starts[k + 1], weights, dtype);
       for (size_t i = starts[k]; i < starts[k + 1]; ++i) map[tensors[i].name] = name;
     }
     const nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
-    write_text(target / "model.safetensors.index.json", index.dump(2) + "\n");
+    write_text(files.add(target / "model.safetensors.index.json"), index.dump(2) + "\n");
   }
-  write_text(target / "config.json", spec.hf_config_json(dtype));
+  write_text(files.add(target / "config.json"), spec.hf_config_json(dtype));
+  files.publish();
+  files.remove_other_weights(target);
 }
 
 std::vector<std::string> carry_model_files(const std::string& source, const std::string& out) {

@@ -19,8 +19,10 @@ constexpr size_t kDefaultMaxShardBytes = size_t(5) * 1000 * 1000 * 1000;
 // in .safetensors is that one file. Otherwise `out` is a directory with config.json and, as
 // save_pretrained writes them, model.safetensors when the tensors fit in `max_shard_bytes`,
 // else model-0000k-of-0000n.safetensors shards of at most that many bytes (a tensor larger
-// than that alone in its shard) and model.safetensors.index.json. Each file is written under
-// a temporary name and renamed: a failed export leaves no file that looks complete.
+// than that alone in its shard) and model.safetensors.index.json. Every file is written under
+// a temporary name and renamed when all are complete: a failed export (a full disk) leaves
+// the directory's earlier export as it was. Then an earlier export's weight files that this
+// one did not replace are removed.
 void export_hf(const ModelSpec& spec, const FlatSource& weights, const std::string& out, DType dtype,
                size_t max_shard_bytes = kDefaultMaxShardBytes);
 
