@@ -144,7 +144,10 @@ TEST(LlamaConfig, ReadsTransformers5KeysAsTransformers4Ones) {
   };
   EXPECT_NE(msg(R"({"rope_theta": 1e4, "rope_type": "yarn", "factor": 4.0})").find("linear or llama3"),
             std::string::npos);
-  EXPECT_NE(msg(R"({"rope_theta": 1e4, "rope_type": "default", "factor": 4.0})").find("'factor'"), std::string::npos);
+  EXPECT_EQ(msg(R"({"rope_theta": 1e4, "rope_type": "default", "factor": 1.0})"), "(no error)");
+  EXPECT_NE(msg(R"({"rope_theta": 1e4, "rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0})")
+                .find("'low_freq_factor'"),
+            std::string::npos);
   EXPECT_NE(msg(R"({"full_attention": {"rope_theta": 1e6, "rope_type": "default"},
                     "sliding_attention": {"rope_theta": 1e4, "rope_type": "default"}})")
                 .find("differ by layer type"),

@@ -43,9 +43,10 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
     if (rk == "type" || rk == "rope_type") continue;
     if (rk == "rope_theta" && with_theta)
       rope.theta = number(r.value(), rk);
-    else if (rk == "factor" && type != "default")
-      rope.factor = number(r.value(), rk);
-    else if (rk == "low_freq_factor" && type == "llama3")
+    else if (rk == "factor") {  // with type default, as transformers does: read, and unused
+      const float f = number(r.value(), rk);
+      if (type != "default") rope.factor = f;
+    } else if (rk == "low_freq_factor" && type == "llama3")
       rope.low_freq_factor = number(r.value(), rk);
     else if (rk == "high_freq_factor" && type == "llama3")
       rope.high_freq_factor = number(r.value(), rk);
@@ -55,10 +56,8 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
                    "fix the model config");
       rope.original_max_position = r.value().get<int>();
     } else {
-      const std::string takes = type == "llama3"   ? "factor, low_freq_factor, high_freq_factor, "
-                                                     "original_max_position_embeddings"
-                                : type == "linear" ? "factor"
-                                                   : "no scaling keys";
+      const std::string takes =
+          type == "llama3" ? "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings" : "factor";
       throw_error("model config '" + origin + "': " + key + " has key '" + rk + "', which RoPE of type " + type +
                       " does not take",
                   "RoPE " + type + " takes " + (with_theta ? "rope_theta, rope_type and " : "") + takes);
