@@ -1,6 +1,5 @@
 #include "cpu/gemm_lowp.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>

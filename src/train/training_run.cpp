@@ -17,7 +17,6 @@ namespace strata {
 
 TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
     : opts(o),
-      context(c),
       comm(c.comm),
       model_path(resolve_model(o.model)),
       data_path(resolve_resource(o.data)),
@@ -45,7 +44,7 @@ TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
   if (hf_dir && !checkpoint && opts.init != "random") imported = std::make_unique<HfWeights>(model_path, spec);
   data = make_training_data(opts, opts.seed, data_path, model_path, hf_dir, spec, &data_line);
   open_device();
-  open_engine_and_model();
+  open_engine_and_model(c.nvme_faults);
   schedule = opts.lr_schedule();
 }
 
@@ -82,7 +81,7 @@ void TrainingRun::open_device() {
 
 // The ZeRO engine decides what the model allocates itself, and the optimizer runs inside
 // it; the model's gradients always come from the engine (in the gradient dtype it keeps).
-void TrainingRun::open_engine_and_model() {
+void TrainingRun::open_engine_and_model(io::IoFaults* nvme_faults) {
   engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, comm, host_threads));
   engine = std::make_unique<zero::ZeroEngine>(*backend, device_comm ? device_comm.get() : comm, engine_options,
                                               AdamWConfig{float(opts.beta1),
@@ -128,7 +127,7 @@ void TrainingRun::open_engine_and_model() {
   }
   engine->attach(*model, std::move(buffers), opts.seed, init);
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
-  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(context.nvme_faults);
+  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults);
 }
 
 void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples,

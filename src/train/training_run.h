@@ -34,8 +34,7 @@ class TrainingRun {
   TrainingRun(const TrainOptions& opts, const TrainContext& context);
 
   const TrainOptions& opts;
-  const TrainContext& context;
-  Communicator* const comm;  // context.comm: null for one rank
+  Communicator* const comm;  // the context's: null for one rank
   const std::string model_path, data_path;
   const bool hf_dir;  // a Hugging Face model directory brings its weights
   const ModelSpec spec;
@@ -73,7 +72,7 @@ class TrainingRun {
 
  private:
   void open_device();
-  void open_engine_and_model();
+  void open_engine_and_model(io::IoFaults* nvme_faults);
 };
 
 }  // namespace strata
