@@ -120,7 +120,7 @@ int run_model_bench(const ModelBenchOptions& o) {
   STRATA_CHECK(o.peer != "torch" || torch_available(o.python), "--peer torch: '" + o.python + "' cannot import torch",
                "apt-get install python3-torch libopenblas0-openmp");
   std::printf("bench model: %s L=%d d=%d vocab=%d (%.1fM parameters), B=%d T=%d, %d threads, %.2f GFLOP/token-step\n",
-              spec.arch == "llama" ? "Llama" : "GPT-2", spec.n_layer(), spec.n_embd(), spec.vocab_size(),
+              spec.family->display_name().c_str(), spec.n_layer(), spec.n_embd(), spec.vocab_size(),
               double(spec.num_params()) * 1e-6, o.micro_batch, o.seq_len, threads, fpt * 1e-9);
   nlohmann::json result = {{"bench", "model"},
                            {"threads", threads},

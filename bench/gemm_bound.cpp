@@ -10,31 +10,10 @@
 
 namespace strata::bench {
 
-namespace {
-
-struct Linear {
-  int64_t in, out;
-  int count;  // per step
-};
-
-// The model's linear layers, as its ops call them (fused q|k|v, fused gate|up).
-std::vector<Linear> linears(const ModelSpec& s) {
-  const int L = s.n_layer();
-  const int64_t C = s.n_embd(), V = s.padded_vocab_size();
-  if (s.arch == "llama") {
-    const LlamaConfig& l = s.llama;
-    const int64_t qkv = l.q_dim() + 2 * int64_t(l.n_kv_head) * l.head_dim();
-    return {{C, qkv, L}, {l.q_dim(), C, L}, {C, 2 * int64_t(l.intermediate), L}, {l.intermediate, C, L}, {C, V, 1}};
-  }
-  return {{C, 3 * C, L}, {C, C, L}, {C, 4 * C, L}, {4 * C, C, L}, {C, V, 1}};
-}
-
-}  // namespace
-
 std::vector<StepGemm> step_gemms(const ModelSpec& spec, int batch, int seq_len) {
   const int64_t BT = int64_t(batch) * seq_len;
   std::vector<StepGemm> shapes;
-  for (const Linear& l : linears(spec)) {
+  for (const LinearShape& l : spec.family->linears(spec)) {
     shapes.push_back({BT, l.out, l.in, false, true, 0.0f, l.count});   // y = x·Wᵀ
     shapes.push_back({BT, l.in, l.out, false, false, 0.0f, l.count});  // dx = dy·W
     shapes.push_back({l.out, l.in, BT, true, false, 1.0f, l.count});   // dW += dyᵀ·x

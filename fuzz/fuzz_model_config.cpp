@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string shape = s.shape_json();
     if (strata::ModelSpec::from_json_text(shape, "fuzz shape").shape_json() != shape) __builtin_trap();
     const strata::ModelSpec hf = strata::ModelSpec::from_json_text(s.hf_config_json(strata::DType::f32), "fuzz hf");
-    if (hf.num_params() != s.num_params() || hf.arch != s.arch) __builtin_trap();
+    if (hf.num_params() != s.num_params() || hf.family != s.family) __builtin_trap();
   } catch (const strata::Error&) {
   }
   return 0;

@@ -151,7 +151,7 @@ uint64_t expected_elements(const Case& c, int64_t steps, int64_t skipped, int64_
   }
   // Llama's embedding is untied: its backward needs only gradients, so unit 0 is not
   // gathered again in backward (GPT-2's tied head needs it).
-  const bool untied = ModelSpec::load(test::source_path(c.model)).arch == "llama";
+  const bool untied = ModelSpec::load(test::source_path(c.model)).arch() == "llama";
   const uint64_t n1 = uint64_t(N - 1);
   const auto ring = [&](double n) { return uint64_t(2.0 * (N - 1) / N * n + 0.5); };  // one all-reduce call
   uint64_t per_step = ring(4);  // loss, squared norm, overflow flag and stop request in one all-reduce

@@ -10,9 +10,6 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "model/gpt2_params.h"
-#include "model/llama.h"
-#include "model/model_factory.h"
 
 namespace strata {
 
@@ -20,108 +17,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// HF's name for a unit-layout tensor, and whether its HF layout is the transpose of Strata's.
-std::pair<std::string, bool> hf_name(const ParamSpec& s) {
-  const std::string h = "h." + std::to_string(s.layer) + ".";
-  switch (gpt2_kind(s)) {
-    case GPT2Param::wte:
-      return {"wte.weight", false};
-    case GPT2Param::wpe:
-      return {"wpe.weight", false};
-    case GPT2Param::ln1w:
-      return {h + "ln_1.weight", false};
-    case GPT2Param::ln1b:
-      return {h + "ln_1.bias", false};
-    case GPT2Param::qkvw:
-      return {h + "attn.c_attn.weight", true};
-    case GPT2Param::qkvb:
-      return {h + "attn.c_attn.bias", false};
-    case GPT2Param::attprojw:
-      return {h + "attn.c_proj.weight", true};
-    case GPT2Param::attprojb:
-      return {h + "attn.c_proj.bias", false};
-    case GPT2Param::ln2w:
-      return {h + "ln_2.weight", false};
-    case GPT2Param::ln2b:
-      return {h + "ln_2.bias", false};
-    case GPT2Param::fcw:
-      return {h + "mlp.c_fc.weight", true};
-    case GPT2Param::fcb:
-      return {h + "mlp.c_fc.bias", false};
-    case GPT2Param::fcprojw:
-      return {h + "mlp.c_proj.weight", true};
-    case GPT2Param::fcprojb:
-      return {h + "mlp.c_proj.bias", false};
-    case GPT2Param::lnfw:
-      return {"ln_f.weight", false};
-    case GPT2Param::lnfb:
-      return {"ln_f.bias", false};
-    case GPT2Param::count:
-      break;
-  }
-  return {"?", false};
-}
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
-}
-
-bool ignorable(const std::string& name) {
-  // Causal-mask buffers older GPT-2 exports carry, GPT-2's tied output head, and Llama's
-  // precomputed rotary frequencies (recomputed here).
-  auto ends = [&](const char* suffix) {
-    const size_t n = std::strlen(suffix);
-    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
-  };
-  return ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq") || name == "lm_head.weight";
-}
-
-// Llama's Hugging Face names.
-std::string hf_llama_name(const ParamSpec& s) {
-  const std::string h = "model.layers." + std::to_string(s.layer) + ".";
-  switch (llama_kind(s)) {
-    case LlamaParam::embed:
-      return "model.embed_tokens.weight";
-    case LlamaParam::attn_norm:
-      return h + "input_layernorm.weight";
-    case LlamaParam::wq:
-      return h + "self_attn.q_proj.weight";
-    case LlamaParam::wk:
-      return h + "self_attn.k_proj.weight";
-    case LlamaParam::wv:
-      return h + "self_attn.v_proj.weight";
-    case LlamaParam::wo:
-      return h + "self_attn.o_proj.weight";
-    case LlamaParam::mlp_norm:
-      return h + "post_attention_layernorm.weight";
-    case LlamaParam::w_gate:
-      return h + "mlp.gate_proj.weight";
-    case LlamaParam::w_up:
-      return h + "mlp.up_proj.weight";
-    case LlamaParam::w_down:
-      return h + "mlp.down_proj.weight";
-    case LlamaParam::norm:
-      return "model.norm.weight";
-    case LlamaParam::lm_head:
-      return "lm_head.weight";
-    case LlamaParam::bq:
-      return h + "self_attn.q_proj.bias";
-    case LlamaParam::bk:
-      return h + "self_attn.k_proj.bias";
-    case LlamaParam::bv:
-      return h + "self_attn.v_proj.bias";
-    case LlamaParam::bo:
-      return h + "self_attn.o_proj.bias";
-    case LlamaParam::q_norm:
-      return h + "self_attn.q_norm.weight";
-    case LlamaParam::k_norm:
-      return h + "self_attn.k_norm.weight";
-    case LlamaParam::count:
-      break;
-  }
-  return "?";
 }
 
 }  // namespace
@@ -129,30 +28,28 @@ std::string hf_llama_name(const ParamSpec& s) {
 std::vector<HfTensor> hf_tensor_table(const ModelSpec& spec) {
   std::vector<HfTensor> out;
   int64_t offset = 0;
-  const bool llama = spec.arch == "llama";
-  const std::vector<ParamSpec> layout = unit_layout(spec);
-  for (const ParamSpec& s : layout) {
-    HfTensor t;
-    bool transpose = false;
-    if (llama) {
-      t.name = hf_llama_name(s);
+  for (const ParamSpec& s : spec.family->unit_layout(spec)) {
+    const HfName n = spec.family->hf_name(spec, s);
+    const int64_t count = s.shape.numel(), rows = s.shape.rank == 2 ? s.shape.dims[0] : count,
+                  cols = s.shape.rank == 2 ? s.shape.dims[1] : 1;
+    if (!out.empty() && out.back().name == n.name) {  // a fused HF tensor: this one's rows follow
+      HfTensor& t = out.back();
+      STRATA_CHECK(t.cols == cols && !t.transpose && !n.transposed && !n.vocab_rows,
+                   "Hugging Face tensor '" + n.name + "' fuses tensors of different widths",
+                   "this is a bug in the model family's names");
+      t.count += count, t.rows += rows, t.hf_rows += rows;
+      t.hf_shape[0] += rows;
     } else {
-      auto [name, tr] = hf_name(s);
-      t.name = name, transpose = tr;
+      HfTensor t;
+      t.name = n.name, t.offset = offset, t.count = count, t.rows = rows, t.cols = cols, t.transpose = n.transposed;
+      t.hf_rows = n.vocab_rows ? spec.vocab_size() : t.rows;
+      if (s.shape.rank == 2)
+        t.hf_shape = n.transposed ? std::vector<int64_t>{t.cols, t.hf_rows} : std::vector<int64_t>{t.hf_rows, t.cols};
+      else
+        t.hf_shape = {t.count};
+      out.push_back(t);
     }
-    t.offset = offset, t.count = s.shape.numel();
-    t.rows = s.shape.rank == 2 ? s.shape.dims[0] : t.count;
-    t.cols = s.shape.rank == 2 ? s.shape.dims[1] : 1;
-    t.transpose = transpose;
-    const bool vocab = llama ? (llama_kind(s) == LlamaParam::embed || llama_kind(s) == LlamaParam::lm_head)
-                             : gpt2_kind(s) == GPT2Param::wte;
-    t.hf_rows = vocab ? spec.vocab_size() : t.rows;
-    if (s.shape.rank == 2)
-      t.hf_shape = transpose ? std::vector<int64_t>{t.cols, t.hf_rows} : std::vector<int64_t>{t.hf_rows, t.cols};
-    else
-      t.hf_shape = {t.count};
-    out.push_back(t);
-    offset += t.count;
+    offset += count;
   }
   return out;
 }
@@ -214,7 +111,7 @@ HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf
       if (!file_of.count(t.name)) file_of[t.name] = int(fi);
 
   std::set<std::string> used;
-  const std::string arch_name = spec.arch == "llama" ? "Llama" : "GPT-2";
+  const std::string arch_name = spec.family->display_name();
   for (const HfTensor& e : table_) {
     const std::string found = file_of.count(e.name) ? e.name : "transformer." + e.name;
     STRATA_CHECK(file_of.count(found), "weights '" + p.string() + "' have no tensor '" + e.name + "'",
@@ -232,8 +129,7 @@ HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf
   }
   for (const auto& [name, fi] : file_of)
     STRATA_CHECK(
-        used.count(name) || (spec.arch != "llama" && ignorable(name)) || name.ends_with("rotary_emb.inv_freq") ||
-            (spec.arch == "llama" && spec.llama.tied && name == "lm_head.weight"),  // a tied head saved anyway
+        used.count(name) || spec.family->hf_ignorable(spec, name),
         "'" + files_[size_t(fi)]->path() + "' holds tensor '" + name + "', which " + arch_name + " has no place for",
         "the weights are for a different architecture or model config");
 }

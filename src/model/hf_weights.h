@@ -1,7 +1,7 @@
-// Model weights in Hugging Face's format, for GPT-2 and Llama: names (GPT-2's
-// "h.3.attn.c_attn.weight", optionally under "transformer."; Llama's
-// "model.layers.3.self_attn.q_proj.weight"), layouts (GPT-2's Conv1D weights are [in, out],
-// the transpose of Strata's [out, in]; Llama's nn.Linear weights are Strata's) and the
+// Model weights in Hugging Face's format, named and laid out as each model family declares
+// (model_family.h: GPT-2's "h.3.attn.c_attn.weight", optionally under "transformer.", with
+// its Conv1D weights [in, out], the transpose of Strata's [out, in]; Llama's
+// "model.layers.3.self_attn.q_proj.weight"; fused tensors such as Phi-3's qkv_proj), and the
 // unpadded vocabulary. Reads a single model.safetensors or a sharded set listed by
 // model.safetensors.index.json, in F32, BF16 or F16; writes the same naming.
 #pragma once

@@ -15,37 +15,11 @@
 
 #include "backend/backend.h"
 #include "model/llama_config.h"
+#include "model/llama_params.h"
 #include "model/model.h"
 #include "model/transformer.h"
 
 namespace strata {
-
-// (Appended kinds keep the numbers, and so the initial weights, of the kinds before them.)
-enum class LlamaParam {
-  embed,
-  attn_norm,
-  wq,
-  wk,
-  wv,
-  wo,
-  mlp_norm,
-  w_gate,
-  w_up,
-  w_down,
-  norm,
-  lm_head,
-  bq,
-  bk,
-  bv,
-  q_norm,
-  k_norm,
-  bo,
-  count
-};
-
-// The unit-major layout (`llama_kind` says which tensor a ParamSpec is).
-std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c);
-LlamaParam llama_kind(const ParamSpec& s);
 
 class Llama final : public Transformer {
  public:

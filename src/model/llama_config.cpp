@@ -5,17 +5,39 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/families/decoder_family.h"
 
 namespace strata {
 
-namespace {
-const std::set<std::string> kFamilies = {"llama", "mistral", "qwen2", "qwen3"};
-
-double positive_number(const nlohmann::json& v, const std::string& key, const std::string& origin) {
+double ConfigValues::positive_number(const nlohmann::json& v, const std::string& key) const {
   STRATA_CHECK(v.is_number() && v.get<double>() > 0, "model config '" + origin + "': '" + key + "' must be positive",
                "fix the model config");
   return v.get<double>();
 }
+
+int ConfigValues::positive_int(const nlohmann::json& v, const std::string& key) const {
+  STRATA_CHECK(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() < (int64_t(1) << 31),
+               "model config '" + origin + "': '" + key + "' must be a positive integer", "fix the model config");
+  return v.get<int>();
+}
+
+int ConfigValues::positive_int_or_null(const nlohmann::json& v, const std::string& key) const {
+  return v.is_null() ? 0 : positive_int(v, key);
+}
+
+bool ConfigValues::boolean(const nlohmann::json& v, const std::string& key) const {
+  STRATA_CHECK(v.is_boolean(), "model config '" + origin + "': '" + key + "' must be true or false",
+               "fix the model config");
+  return v.get<bool>();
+}
+
+void ConfigValues::refuse_unless(bool ok, const std::string& key, const nlohmann::json& v,
+                                 const std::string& what) const {
+  STRATA_CHECK(ok, "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata computes",
+               "Strata supports " + what);
+}
+
+namespace {
 
 // A RoPE object: transformers 4's rope_scaling (its type and the scaling's keys) or
 // transformers 5's rope_parameters (the same with rope_theta). The types Strata computes are
@@ -35,8 +57,9 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
                "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata's Llama computes",
                "Strata's Llama supports RoPE of type default, linear or llama3 (dynamic, yarn and longrope change "
                "with the sequence length)");
+  const ConfigValues values{origin};
   const auto number = [&](const nlohmann::json& x, const std::string& k) {
-    return float(positive_number(x, key + "." + k, origin));
+    return float(values.positive_number(x, key + "." + k));
   };
   for (auto r = v.begin(); r != v.end(); ++r) {
     const std::string& rk = r.key();
@@ -91,47 +114,25 @@ const nlohmann::json& one_rope_for_every_layer(const nlohmann::json& v, const st
 }
 }  // namespace
 
-std::string model_arch_of(const std::string& text, const std::string& origin) {
+LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::string& origin) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  STRATA_CHECK(!j.is_discarded(), "model config '" + origin + "' is not valid JSON", "fix the file's syntax");
-  if (j.is_object() && j.contains("model_type") && j["model_type"].is_string()) {
-    const std::string t = j["model_type"].get<std::string>();
-    STRATA_CHECK(t == "gpt2" || kFamilies.count(t),
-                 "model config '" + origin + "': model_type '" + t + "' is not one Strata trains",
-                 "Strata trains gpt2, llama (1, 2, 3, 3.1, 3.2), mistral, qwen2 (and 2.5) and qwen3 models");
-  }
-  if (j.is_object() && ((j.contains("model_type") && j["model_type"].is_string() &&
-                         kFamilies.count(j["model_type"].get<std::string>())) ||
-                        (j.contains("arch") && j["arch"] == "llama")))
-    return "llama";
-  return "gpt2";
+  const std::string type = !j.is_discarded() && j.is_object() && j.contains("model_type") && j["model_type"].is_string()
+                               ? j["model_type"].get<std::string>()
+                               : "llama";
+  const auto* decoder = dynamic_cast<const DecoderFamily*>(&model_family(type, origin));
+  STRATA_CHECK(decoder, "model config '" + origin + "': model_type '" + type + "' is not a decoder family",
+               "pass a Llama-family config");
+  return read(text, origin, *decoder);
 }
 
-LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::string& origin) {
+LlamaConfig LlamaConfig::read(const std::string& text, const std::string& origin, const DecoderFamily& family) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   STRATA_CHECK(!j.is_discarded() && j.is_object(), "model config '" + origin + "' is not a JSON object",
                "see configs/llama-tiny.json");
   LlamaConfig c;
-  if (j.contains("model_type") && j["model_type"].is_string()) c.family = j["model_type"].get<std::string>();
-  const bool qwen = c.family == "qwen2" || c.family == "qwen3";
-  c.qkv_bias = c.family == "qwen2";
-  c.qk_norm = c.family == "qwen3";
-  auto get_int = [&](const nlohmann::json& v, const std::string& key) {
-    STRATA_CHECK(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() < (int64_t(1) << 31),
-                 "model config '" + origin + "': '" + key + "' must be a positive integer", "fix the model config");
-    return v.get<int>();
-  };
-  auto get_num = [&](const nlohmann::json& v, const std::string& key) { return positive_number(v, key, origin); };
-  auto get_bool = [&](const nlohmann::json& v, const std::string& key) {
-    STRATA_CHECK(v.is_boolean(), "model config '" + origin + "': '" + key + "' must be true or false",
-                 "fix the model config");
-    return v.get<bool>();
-  };
-  auto refuse_unless = [&](bool ok, const std::string& key, const nlohmann::json& v, const std::string& what) {
-    STRATA_CHECK(ok,
-                 "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata's Llama computes",
-                 "Strata's Llama supports " + what);
-  };
+  c.family = family.model_type();
+  family.set_defaults(c);
+  const ConfigValues r{origin};
   static const std::set<std::string> ignored = {"architectures",
                                                 "model_type",
                                                 "arch",
@@ -150,48 +151,43 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const nlohmann::json& v = it.value();
+    if (family.read_key(k, v, c, r)) continue;  // the family's own keys first
     if (k == "num_hidden_layers" || k == "n_layer")
-      c.n_layer = get_int(v, k);
+      c.n_layer = r.positive_int(v, k);
     else if (k == "num_attention_heads" || k == "n_head")
-      c.n_head = get_int(v, k);
+      c.n_head = r.positive_int(v, k);
     else if (k == "num_key_value_heads" || k == "n_kv_head")
-      c.n_kv_head = get_int(v, k);
+      c.n_kv_head = r.positive_int(v, k);
     else if (k == "hidden_size" || k == "n_embd")
-      c.n_embd = get_int(v, k);
+      c.n_embd = r.positive_int(v, k);
     else if (k == "intermediate_size")
-      c.intermediate = get_int(v, k);
+      c.intermediate = r.positive_int(v, k);
     else if (k == "vocab_size")
-      c.vocab_size = get_int(v, k);
+      c.vocab_size = r.positive_int(v, k);
     else if (k == "padded_vocab_size")
-      c.padded_vocab_size = get_int(v, k);
+      c.padded_vocab_size = r.positive_int(v, k);
     else if (k == "max_position_embeddings" || k == "n_positions")
-      c.max_seq_len = get_int(v, k);
+      c.max_seq_len = r.positive_int(v, k);
     else if (k == "rms_norm_eps")
-      c.rms_eps = float(get_num(v, k));
+      c.rms_eps = float(r.positive_number(v, k));
     else if (k == "rope_theta")
-      c.rope.theta = float(get_num(v, k));
+      c.rope.theta = float(r.positive_number(v, k));
     else if (k == "head_dim")
-      c.head_dim_key = v.is_null() ? 0 : get_int(v, k);
+      c.head_dim_key = r.positive_int_or_null(v, k);
     else if (k == "hidden_act")
-      refuse_unless(v == "silu", k, v, "the SwiGLU MLP (hidden_act silu)");
+      r.refuse_unless(v == "silu", k, v, "the SwiGLU MLP (hidden_act silu)");
     else if (k == "tie_word_embeddings")
-      c.tied = get_bool(v, k);
-    else if (k == "attention_bias") {
-      // Llama and Qwen3: q, k, v and o biases. Qwen2 always has q/k/v biases and no o bias,
-      // and transformers' Qwen2 ignores this key, so Strata does too.
-      if (c.family != "qwen2") c.qkv_bias = c.o_bias = get_bool(v, k);
-    } else if (k == "mlp_bias")
-      refuse_unless(v == false, k, v, "an MLP without biases (mlp_bias false)");
+      c.tied = r.boolean(v, k);
+    else if (k == "attention_bias")  // q, k, v and o biases
+      c.qkv_bias = c.o_bias = r.boolean(v, k);
+    else if (k == "mlp_bias")
+      r.refuse_unless(v == false, k, v, "an MLP without biases (mlp_bias false)");
     else if (k == "attention_dropout")
-      refuse_unless(v.is_number() && v.get<double>() == 0, k, v, "attention without dropout (attention_dropout 0)");
+      r.refuse_unless(v.is_number() && v.get<double>() == 0, k, v, "attention without dropout (attention_dropout 0)");
     else if (k == "pretraining_tp")
-      refuse_unless(v == 1, k, v, "pretraining_tp 1");
+      r.refuse_unless(v == 1, k, v, "pretraining_tp 1");
     else if (k == "sliding_window")
-      c.sliding_window_key = v.is_null() ? 0 : get_int(v, k);
-    else if (k == "use_sliding_window" && qwen)
-      c.use_sliding_window = get_bool(v, k);
-    else if (k == "max_window_layers" && qwen)
-      c.max_window_layers = v.is_null() ? 0 : get_int(v, k);
+      c.sliding_window_key = r.positive_int_or_null(v, k);
     else if (k == "layer_types") {
       bool all_full = v.is_array();
       for (const auto& t : v) all_full = all_full && t == "full_attention";
@@ -201,18 +197,20 @@ LlamaConfig LlamaConfig::from_json_text(const std::string& text, const std::stri
     } else if (k == "rope_parameters") {  // transformers 5: rope_theta and the scaling in one object
       read_rope(one_rope_for_every_layer(v, origin), k, true, c.rope, origin);
     } else if (!ignored.count(k))
-      throw_error("model config '" + origin + "': unknown key '" + k + "'",
-                  "Llama-family configs take hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
-                  "num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, "
-                  "rope_scaling, rope_parameters, tie_word_embeddings, attention_bias, sliding_window, layer_types");
+      throw_error("model config '" + origin + "': unknown key '" + k + "' for model_type " + c.family,
+                  family.display_name() +
+                      " configs take hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
+                      "num_key_value_heads, head_dim, vocab_size, max_position_embeddings, rms_norm_eps, rope_theta, "
+                      "rope_scaling, rope_parameters, tie_word_embeddings, attention_bias, sliding_window, "
+                      "layer_types" +
+                      family.own_keys());
   }
   if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
   if (c.padded_vocab_size == 0) c.padded_vocab_size = (c.vocab_size + 63) / 64 * 64;
   // A head_dim that states the default is the default (an export's config reads back equal).
   if (c.head_dim_key && c.n_head && c.n_embd % c.n_head == 0 && c.head_dim_key == c.n_embd / c.n_head)
     c.head_dim_key = 0;
-  // Mistral's window is in force whenever it is stated; Qwen's only with use_sliding_window.
-  if (c.family == "mistral" || (qwen && c.use_sliding_window)) c.sliding_window = c.sliding_window_key;
+  family.finish_config(c);
   c.validate(origin);
   return c;
 }
@@ -221,7 +219,6 @@ void LlamaConfig::validate(const std::string& origin) const {
   auto need = [&](bool ok, const std::string& what) {
     STRATA_CHECK(ok, "model config '" + origin + "': " + what, "fix the model config");
   };
-  need(kFamilies.count(family), "model_type '" + family + "' is not one of llama, mistral, qwen2, qwen3");
   need(n_layer > 0 && n_head > 0 && n_embd > 0 && intermediate > 0 && vocab_size > 0 && max_seq_len > 0,
        "num_hidden_layers, num_attention_heads, hidden_size, intermediate_size, vocab_size and "
        "max_position_embeddings are all required");

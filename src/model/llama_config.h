@@ -1,18 +1,34 @@
-// Llama-family shapes (RMSNorm, rotary positions, SwiGLU, grouped-query attention), read from a
-// Hugging Face config.json (model_type llama, mistral, qwen2 or qwen3) or Strata's own JSON
-// ("arch": "llama" with the same key names). What the families add to Llama 2 is carried
-// here: rope_scaling (linear, llama3), tied embeddings, q/k/v (and o) biases (Qwen2,
-// attention_bias), Qwen3's per-head q/k RMSNorm, and a head_dim that is not hidden/heads.
+// The decoder's shape and options (RMSNorm, rotary positions, SwiGLU, grouped-query
+// attention), read from a Hugging Face config.json of a decoder family (model/families/) or
+// Strata's own JSON ("arch": "llama" with the same key names). The keys every decoder family
+// shares are read here; each family reads its own and sets what it implies (its biases, its
+// q/k norms) through its DecoderFamily hooks. What the families add to Llama 2 is carried
+// here: rope_scaling (linear, llama3), tied embeddings, q/k/v (and o) biases, per-head q/k
+// RMSNorm, a head_dim that is not hidden/heads, and a sliding window.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "backend/op_specs.h"
 
 namespace strata {
 
+class DecoderFamily;
+
+// Typed reads of config.json values, each failure an Error naming the key and the file.
+struct ConfigValues {
+  std::string origin;
+  int positive_int(const nlohmann::json& v, const std::string& key) const;
+  int positive_int_or_null(const nlohmann::json& v, const std::string& key) const;  // null: 0
+  double positive_number(const nlohmann::json& v, const std::string& key) const;
+  bool boolean(const nlohmann::json& v, const std::string& key) const;
+  // An Error unless `ok`: the key's value is not what Strata computes; `what` says what it supports.
+  void refuse_unless(bool ok, const std::string& key, const nlohmann::json& v, const std::string& what) const;
+};
+
 struct LlamaConfig {
-  std::string family = "llama";  // model_type: llama | mistral | qwen2 | qwen3
+  std::string family = "llama";  // model_type: a registered decoder family
   int n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, intermediate = 0;
   int vocab_size = 0, padded_vocab_size = 0, max_seq_len = 0;
   int head_dim_key = 0;  // config.json's head_dim; 0: hidden_size / num_attention_heads
@@ -30,8 +46,9 @@ struct LlamaConfig {
   // Keys as Hugging Face names them; a key that would change the computation in a way
   // Strata does not compute (another activation, mlp_bias, dynamic or yarn rope scaling,
   // attention dropout) is refused, bookkeeping keys are ignored, anything else is an error
-  // naming it.
+  // naming it. The family is the text's model_type (Llama's without one).
   static LlamaConfig from_json_text(const std::string& text, const std::string& origin);
+  static LlamaConfig read(const std::string& text, const std::string& origin, const DecoderFamily& family);
   int head_dim() const { return head_dim_key ? head_dim_key : n_embd / n_head; }
   int64_t q_dim() const { return int64_t(n_head) * head_dim(); }  // the attention's width
   int64_t num_params() const;
@@ -40,9 +57,5 @@ struct LlamaConfig {
   // mask, which Strata's attention does not apply: refused, naming the window.
   void check_seq_len(int seq_len, const std::string& origin) const;
 };
-
-// "llama" (any of the Llama-family model_types) or "gpt2": which architecture a model config
-// describes (by model_type or arch).
-std::string model_arch_of(const std::string& config_text, const std::string& origin);
 
 }  // namespace strata

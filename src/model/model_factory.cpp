@@ -6,9 +6,7 @@
 
 namespace strata {
 
-std::vector<ParamSpec> unit_layout(const ModelSpec& spec) {
-  return spec.arch == "llama" ? llama_unit_layout(spec.llama) : gpt2_unit_layout(spec.gpt2);
-}
+std::vector<ParamSpec> unit_layout(const ModelSpec& spec) { return spec.family->unit_layout(spec); }
 
 size_t model_device_bytes(const ModelSpec& spec, int micro_batch, int seq_len, DType dtype,
                           const ModelStorage& storage) {
@@ -18,7 +16,7 @@ size_t model_device_bytes(const ModelSpec& spec, int micro_batch, int seq_len, D
   if (storage.params && dtype != DType::f32) bytes += n * dtype_size(dtype);      // params:compute
   if (storage.grads) bytes += n * 4;                                              // grads:f32
   const bool offload = storage.offload != nullptr;
-  return bytes + (spec.arch == "llama"
+  return bytes + (spec.family->model_class() == ModelClass::decoder
                       ? Llama::activation_bytes(spec.llama, micro_batch, seq_len, dtype, storage.checkpoint, offload)
                       : GPT2::activation_bytes(spec.gpt2, micro_batch, seq_len, dtype, storage.checkpoint, offload));
 }
@@ -27,7 +25,7 @@ std::unique_ptr<Model> make_model(const ModelSpec& spec, Backend& backend, int m
                                   ModelStorage storage, UnitHooks* hooks) {
   const size_t before = backend.budget().used();
   std::unique_ptr<Model> m;
-  if (spec.arch == "llama")
+  if (spec.family->model_class() == ModelClass::decoder)
     m = std::make_unique<Llama>(backend, spec.llama, micro_batch, seq_len, dtype, storage, hooks);
   else
     m = std::make_unique<GPT2>(backend, spec.gpt2, micro_batch, seq_len, dtype, storage, hooks);

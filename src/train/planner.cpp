@@ -42,15 +42,8 @@ OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads) {
   OpShapes s;
   s.batch = B, s.seq_len = T, s.width = m.n_embd(), s.threads = threads;
   s.padded_vocab = m.padded_vocab_size();
-  if (m.arch == "llama") {
-    s.widest = 2 * int64_t(m.llama.intermediate);  // gate|up
-    s.n_head = m.llama.n_head, s.head_dim = m.llama.head_dim();
-    s.qkv_width = int64_t(m.llama.n_head + 2 * m.llama.n_kv_head) * s.head_dim;
-  } else {
-    s.widest = 4 * s.width;  // fc
-    s.n_head = m.gpt2.n_head, s.head_dim = s.width / m.gpt2.n_head;
-    s.qkv_width = 3 * s.width;
-  }
+  const LayerWidths w = m.family->layer_widths(m);
+  s.widest = w.widest, s.n_head = w.n_head, s.head_dim = w.head_dim, s.qkv_width = w.qkv_width;
   return s;
 }
 

@@ -35,7 +35,7 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, Communicator* com
   nlohmann::ordered_json j = {
       {"ok", true},
       {"model", opts.model},
-      {"arch", spec.arch},
+      {"arch", spec.arch()},
       {"params", r.num_params},
       {"n_layer", spec.n_layer()},
       {"n_embd", spec.n_embd()},

@@ -35,7 +35,7 @@ std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe) {
   // A window the attention would have to apply is refused before any data is read.
-  if (spec.arch == "llama") spec.llama.check_seq_len(opts.seq_len, "model '" + model_path + "'");
+  spec.family->check_seq_len(spec, opts.seq_len, "model '" + model_path + "'");
   const bool jsonl = opts.data_format == "jsonl" ||
                      (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
   std::unique_ptr<SampleSource> data;
