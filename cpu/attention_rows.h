@@ -1,5 +1,5 @@
 // The CPU attention's row work (ops_attention.cpp): the causal softmax of one head's scores
-// with its log-sum-exp and dropout mask, and the softmax's backward.
+// with its log-sum-exp, sliding window and dropout mask, and the softmax's backward.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -9,37 +9,45 @@
 
 namespace strata::cpu {
 
-// S [T,T] scores → probabilities in place (zero above the diagonal), lse per row; with
-// dropout the kept probabilities are scaled after the softmax (lse is the undropped one's).
+// The first key row t sees: t - window + 1 under a sliding window of `window` keys, else 0.
+inline int64_t first_visible_key(int64_t t, int64_t window) { return window > 0 && t >= window ? t - window + 1 : 0; }
+
+// S [T,T] scores → probabilities in place (zero outside keys [first_visible_key, t]), lse per
+// row; with dropout the kept probabilities are scaled after the softmax (lse is the
+// undropped one's).
 inline void causal_softmax_rows(float* S, float* lse, int64_t T, const DropoutSpec& drop, int64_t b, int64_t h,
-                                int64_t NH) {
+                                int64_t NH, int64_t window = 0) {
   for (int64_t t = 0; t < T; ++t) {
     float* s = S + t * T;
-    const float mx = simd::row_max(s, t + 1);
-    const float sum = simd::exp_shift_sum(s, t + 1, mx);
+    const int64_t lo = first_visible_key(t, window);
+    const float mx = simd::row_max(s + lo, t + 1 - lo);
+    const float sum = simd::exp_shift_sum(s + lo, t + 1 - lo, mx);
     const float inv = 1.0f / sum;
-    for (int64_t j = 0; j <= t; ++j) s[j] *= inv;
+    for (int64_t j = 0; j < lo; ++j) s[j] = 0;
+    for (int64_t j = lo; j <= t; ++j) s[j] *= inv;
     for (int64_t j = t + 1; j < T; ++j) s[j] = 0;
     lse[t] = mx + std::log(sum);
     if (drop.active())
-      for (int64_t j = 0; j <= t; ++j)
+      for (int64_t j = lo; j <= t; ++j)
         s[j] *= kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T));
   }
 }
 
 // Row t of the softmax's backward: ds = P ∘ (dP' − D) with D = Σ dO·O, P' = P·m under
-// dropout (dP = dP'·m, and P becomes P' for dv), zero above the diagonal.
+// dropout (dP = dP'·m, and P becomes P' for dv), zero outside keys [first_visible_key, t].
 inline void softmax_backward_row(float* ds, float* p, float D, int64_t t, int64_t T, const DropoutSpec& drop, int64_t b,
-                                 int64_t h, int64_t NH) {
+                                 int64_t h, int64_t NH, int64_t window = 0) {
+  const int64_t lo = first_visible_key(t, window);
   if (drop.active()) {
-    for (int64_t j = 0; j <= t; ++j) {
+    for (int64_t j = lo; j <= t; ++j) {
       const float m = kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T));
       ds[j] = p[j] * (ds[j] * m - D);
       p[j] *= m;
     }
   } else {
-    for (int64_t j = 0; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
+    for (int64_t j = lo; j <= t; ++j) ds[j] = p[j] * (ds[j] - D);
   }
+  for (int64_t j = 0; j < lo; ++j) ds[j] = 0;
   for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
 }
 

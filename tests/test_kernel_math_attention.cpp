@@ -47,7 +47,7 @@ struct Reference {
   std::vector<float> qkv, dout, out, lse, dqkv;
 };
 
-Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}) {
+Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, int window = 0) {
   const int C = s.NH * s.hd;
   Reference r;
   r.qkv = randn(size_t(s.B) * s.T * 3 * C, seed, s.input_scale);
@@ -61,20 +61,20 @@ Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}) {
   TensorView qv{r.qkv.data(), DType::f32, {s.B, s.T, 3 * C}}, ov{r.out.data(), DType::f32, {s.B, s.T, C}},
       lv{r.lse.data(), DType::f32, {s.B, s.NH, s.T}}, dov{r.dout.data(), DType::f32, {s.B, s.T, C}},
       dqv{r.dqkv.data(), DType::f32, {s.B, s.T, 3 * C}};
-  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop);
-  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop);
+  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop, window);
+  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop, window);
   return r;
 }
 
 class AttentionHost : public ::testing::TestWithParam<Shape> {};
 
-void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop) {
-  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop);
+void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, int window = 0) {
+  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop, window);
   const size_t C = size_t(s.NH) * s.hd;
   const double sharp = double(s.input_scale) * s.input_scale, rtol = kRtol * sharp, atol = kAtol * sharp;
 
   std::vector<float> out(size_t(s.B) * s.T * C), lse(size_t(s.B) * s.NH * s.T);
-  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop);
+  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop, window);
   test::expect_close(out.data(), ref.out.data(), out.size(), atol, rtol, "out");
   test::expect_close(lse.data(), ref.lse.data(), lse.size(), atol, rtol, "lse");
 
@@ -82,7 +82,7 @@ void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop) {
   // backward reads the reference's out and lse so that only its own error is measured.
   std::vector<float> dqkv(ref.qkv.size(), std::numeric_limits<float>::quiet_NaN());
   km::attention_backward_host(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B, s.T,
-                              s.NH, s.hd, drop);
+                              s.NH, s.hd, drop, window);
   // dS = P·(dP - D) cancels, so gradients get a floor relative to their largest element.
   double peak = 0;
   for (float g : ref.dqkv) peak = std::max(peak, double(std::fabs(g)));
@@ -95,6 +95,18 @@ TEST_P(AttentionHost, ForwardAndBackwardMatchCpuReference) { expect_host_matches
 // sample, head, query and key) in their tiled order, forward and backward.
 TEST_P(AttentionHost, WithDropoutMatchCpuReference) {
   expect_host_matches_cpu(GetParam(), make_dropout(0.25f, 42, 7, /*first_row=*/1000));
+}
+
+// A sliding window shorter than the sequence (query i sees keys i-W < j ≤ i): windows
+// inside one tile, across a tile boundary and of one key, with and without dropout.
+TEST_P(AttentionHost, WithSlidingWindowMatchCpuReference) {
+  const Shape& s = GetParam();
+  for (int window : {1, 5, 33})
+    if (window < s.T) {
+      SCOPED_TRACE("window " + std::to_string(window));
+      expect_host_matches_cpu(s, {}, window);
+      expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), window);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionHost,
@@ -168,8 +180,21 @@ TEST(AttentionMath, OnlineSoftmaxState) {
   km::softmax_accumulate(st, km::softmax_weight(5.0f, st));
   const double expect = std::log(std::exp(2.0) + std::exp(1.0) + std::exp(5.0));
   EXPECT_NEAR(km::softmax_lse(st), expect, 1e-6);
-  EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(4, 5)), -INFINITY);
-  EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(5, 5)), 3.0f);
+  EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(4, 5, 0)), -INFINITY);
+  EXPECT_FLOAT_EQ(km::attn_masked_score(3.0f, km::attn_visible(5, 5, 0)), 3.0f);
+  // A window of 3: query 5 sees keys 3, 4 and 5.
+  EXPECT_FALSE(km::attn_visible(5, 2, 3));
+  EXPECT_TRUE(km::attn_visible(5, 3, 3));
+  EXPECT_TRUE(km::attn_visible(5, 5, 3));
+  EXPECT_TRUE(km::attn_visible(5, 0, 0));
+  // The tiles the kernels may skip hold no visible pair.
+  for (int window : {1, 3, 32, 40})
+    for (int i = 0; i < 200; ++i) {
+      for (int j = 0; j < km::attn_first_key_tile(i, window) * km::kAttnTile; ++j)
+        EXPECT_FALSE(km::attn_visible(i, j, window)) << i << " " << j;
+      for (int q = (km::attn_last_query_tile(i, window, 200) + 1) * km::kAttnTile; q < 200; ++q)
+        EXPECT_FALSE(km::attn_visible(q, i, window)) << q << " " << i;
+    }
   float p = 1, ds = 1;
   km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, false, 1.0f, &p, &ds);
   EXPECT_EQ(p, 0.0f);

@@ -88,15 +88,24 @@ TEST(LlamaConfig, ReadsTheFamiliesKeys) {
           "intermediate_size": 24, "vocab_size": 37, "max_position_embeddings": 64, "sliding_window": 16})",
       "m.json");
   EXPECT_EQ(m.sliding_window, 16);
-  // Within the window the attention is the full causal one; beyond it Strata refuses.
-  EXPECT_NO_THROW(m.check_seq_len(16, "m"));
-  try {
-    m.check_seq_len(17, "m");
-    ADD_FAILURE() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sliding_window of 16"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.hint()).find("--seq-len 16"), std::string::npos) << e.hint();
-  }
+  EXPECT_EQ(m.layer_window(0), 16);  // Mistral: every layer
+  // Qwen with use_sliding_window slides the layers from max_window_layers up, as
+  // transformers does; layer_types, where given, names them.
+  const std::string qwen = R"({"model_type": "qwen2", "num_hidden_layers": 3, "num_attention_heads": 4,
+      "hidden_size": 16, "intermediate_size": 24, "vocab_size": 37, "max_position_embeddings": 64,
+      "sliding_window": 8, "use_sliding_window": true)";
+  const LlamaConfig q = LlamaConfig::from_json_text(qwen + R"(, "max_window_layers": 1})", "q.json");
+  EXPECT_EQ(q.layer_window(0), 0);
+  EXPECT_EQ(q.layer_window(1), 8);
+  EXPECT_EQ(q.layer_window(2), 8);
+  const LlamaConfig typed = LlamaConfig::from_json_text(
+      qwen + R"(, "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})", "t.json");
+  EXPECT_EQ(typed.layer_window(0), 8);
+  EXPECT_EQ(typed.layer_window(1), 0);
+  EXPECT_EQ(typed.layer_window(2), 8);
+  EXPECT_THROW(LlamaConfig::from_json_text(qwen + R"(, "layer_types": ["full_attention"]})", "short.json"), Error);
+  EXPECT_THROW(LlamaConfig::from_json_text(qwen + R"(, "layer_types": ["chunked_attention", "a", "b"]})", "x.json"),
+               Error);
 }
 
 // transformers 5 writes rope_theta and rope_scaling as one rope_parameters object (keyed by

@@ -181,16 +181,19 @@ TEST(Ops, LinearBackwardWithACrossEntropyDoutKeepsItsPrecision) {
   check_linear_backward_f32_dout(N, C, OC, dout);
 }
 
-// Naive attention: full T×T softmax per head, in double.
-void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH) {
+// Naive attention: full T×T softmax per head, in double; `window` > 0: query t sees keys
+// t-window < j ≤ t only.
+void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH,
+                     int window = 0) {
   const int hd = C / NH;
   out.assign(size_t(B * T * C), 0.0);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
-        std::vector<double> s(size_t(t + 1));
+        const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
+        std::vector<double> s(size_t(t + 1), 0.0);
         double mx = -1e300;
-        for (int j = 0; j <= t; ++j) {
+        for (int j = lo; j <= t; ++j) {
           double d = 0;
           for (int i = 0; i < hd; ++i)
             d += double(qkv[size_t((b * T + t) * 3 * C + h * hd + i)]) *
@@ -199,8 +202,8 @@ void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, in
           mx = std::max(mx, s[size_t(j)]);
         }
         double sum = 0;
-        for (auto& x : s) sum += (x = std::exp(x - mx));
-        for (int j = 0; j <= t; ++j)
+        for (int j = lo; j <= t; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
+        for (int j = lo; j <= t; ++j)
           for (int i = 0; i < hd; ++i)
             out[size_t((b * T + t) * C + h * hd + i)] +=
                 s[size_t(j)] / sum * double(qkv[size_t((b * T + j) * 3 * C + 2 * C + h * hd + i)]);
@@ -244,7 +247,7 @@ TEST(Attention, ForwardMatchesNaiveAndBackwardMatchesFiniteDifferences) {
 // The gradients of naive_attention's output against dout, in double: the same formulas, the
 // whole causal triangle, no blocking.
 void naive_attention_backward(std::vector<double>& dqkv, const std::vector<float>& qkv, const std::vector<float>& dout,
-                              int B, int T, int C, int NH) {
+                              int B, int T, int C, int NH, int window = 0) {
   const int hd = C / NH;
   const double sc = 1.0 / std::sqrt(double(hd));
   dqkv.assign(qkv.size(), 0.0);
@@ -252,15 +255,16 @@ void naive_attention_backward(std::vector<double>& dqkv, const std::vector<float
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
-        std::vector<double> p(size_t(t + 1)), dp(size_t(t + 1));
+        const int lo = window > 0 ? std::max(0, t - window + 1) : 0;
+        std::vector<double> p(size_t(t + 1), 0.0), dp(size_t(t + 1), 0.0);
         double mx = -1e300, sum = 0, D = 0;
-        for (int j = 0; j <= t; ++j) {
+        for (int j = lo; j <= t; ++j) {
           double d = 0;
           for (int i = 0; i < hd; ++i) d += double(qkv[at(b, t, 0, h, i)]) * double(qkv[at(b, j, 1, h, i)]);
           mx = std::max(mx, p[size_t(j)] = d * sc);
         }
-        for (auto& x : p) sum += (x = std::exp(x - mx));
-        for (int j = 0; j <= t; ++j) {
+        for (int j = lo; j <= t; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+        for (int j = lo; j <= t; ++j) {
           p[size_t(j)] /= sum;
           double d = 0;
           for (int i = 0; i < hd; ++i)
@@ -268,7 +272,7 @@ void naive_attention_backward(std::vector<double>& dqkv, const std::vector<float
           dp[size_t(j)] = d;
           D += p[size_t(j)] * d;
         }
-        for (int j = 0; j <= t; ++j) {
+        for (int j = lo; j <= t; ++j) {
           const double ds = p[size_t(j)] * (dp[size_t(j)] - D);
           for (int i = 0; i < hd; ++i) {
             dqkv[at(b, t, 0, h, i)] += ds * double(qkv[at(b, j, 1, h, i)]) * sc;
@@ -299,6 +303,47 @@ TEST(Attention, CausalBlocksMatchTheWholeTriangle) {
     const std::string at = " (T = " + std::to_string(T) + ")";
     test::expect_close(out.data(), reff.data(), out.size(), 1e-5, 1e-5, "attention out" + at);
     test::expect_close(dqkv.data(), dreff.data(), dqkv.size(), 1e-4, 1e-4, "attention dqkv" + at);
+  }
+}
+
+// A sliding window (Mistral, Gemma's local layers): query t sees keys t-W < j ≤ t. Windows of
+// one key, inside one causal block and across blocks, in f32 against the naive formulas,
+// and in bf16 (the score GEMMs on the bf16 path, the window in the f32 rows) against f32.
+TEST(Attention, SlidingWindowMatchesTheNaiveWindow) {
+  for (const auto& [T, W] : {std::pair{65, 1}, {65, 16}, {150, 70}, {150, 149}}) {
+    SCOPED_TRACE("T " + std::to_string(T) + ", window " + std::to_string(W));
+    const int B = 2, C = 32, NH = 2;
+    auto qkv = randn(size_t(B * T * 3 * C), 41), w = randn(size_t(B * T * C), 42);
+    for (auto* v : {&qkv, &w})
+      for (float& e : *v) e = bf16_to_f32(f32_to_bf16(e));
+    std::vector<float> out(w.size()), lse(size_t(B * NH * T)), dqkv(qkv.size());
+    cpu::CpuBackend be({size_t(64) << 20, 0});
+    TensorView qv{qkv.data(), DType::f32, {B, T, 3 * C}}, ov{out.data(), DType::f32, {B, T, C}},
+        lv{lse.data(), DType::f32, {B, NH, T}};
+    be.attention_forward(ov, lv, qv, NH, {}, W);
+    be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}}, qv, ov, lv, NH,
+                          {}, W);
+    std::vector<double> ref, dref;
+    naive_attention(ref, qkv, B, T, C, NH, W);
+    naive_attention_backward(dref, qkv, w, B, T, C, NH, W);
+    std::vector<float> reff(ref.begin(), ref.end()), dreff(dref.begin(), dref.end());
+    test::expect_close(out.data(), reff.data(), out.size(), 1e-5, 1e-5, "windowed attention out");
+    test::expect_close(dqkv.data(), dreff.data(), dqkv.size(), 1e-4, 1e-4, "windowed attention dqkv");
+
+    std::vector<bf16> qh(qkv.size()), wh(w.size()), oh(w.size()), dh(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) qh[i] = from_f32<bf16>(qkv[i]);
+    for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
+    std::vector<float> lse_h(lse.size());
+    be.attention_forward({oh.data(), DType::bf16, {B, T, C}}, {lse_h.data(), DType::f32, {B, NH, T}},
+                         {qh.data(), DType::bf16, {B, T, 3 * C}}, NH, {}, W);
+    be.attention_backward({dh.data(), DType::bf16, {B, T, 3 * C}}, {wh.data(), DType::bf16, {B, T, C}},
+                          {qh.data(), DType::bf16, {B, T, 3 * C}}, {oh.data(), DType::bf16, {B, T, C}},
+                          {lse_h.data(), DType::f32, {B, NH, T}}, NH, {}, W);
+    std::vector<float> of(oh.size()), df(dh.size());
+    for (size_t i = 0; i < oh.size(); ++i) of[i] = to_f32(oh[i]);
+    for (size_t i = 0; i < dh.size(); ++i) df[i] = to_f32(dh[i]);
+    test::expect_close(of.data(), out.data(), out.size(), 1.0 / 64, 1.0 / 64, "bf16 windowed attention out");
+    test::expect_close(df.data(), dqkv.data(), dqkv.size(), 1.0 / 32, 1.0 / 32, "bf16 windowed attention dqkv");
   }
 }
 

@@ -28,8 +28,18 @@ constexpr int kAttnMaxHeadDim = 256;
 // 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides).
 STRATA_HD float attn_scale(int hd) { return 1.0f / sqrtf(float(hd)); }
 
-// Causal mask: query i sees keys j ≤ i.
-STRATA_HD bool attn_visible(int i, int j) { return j <= i; }
+// Causal mask: query i sees keys j ≤ i; with a sliding window of W > 0 keys only the last W
+// of them, i - W < j ≤ i (transformers' sliding-window mask: Mistral, Gemma's local layers).
+STRATA_HD bool attn_visible(int i, int j, int window) { return j <= i && (window <= 0 || i - j < window); }
+// The first key tile a query row `first_row` (and every later row) may see.
+STRATA_HD int attn_first_key_tile(int first_row, int window) {
+  return window > 0 && first_row >= window ? (first_row - window + 1) / kAttnTile : 0;
+}
+// The last query tile that may see key `last_key` (or any earlier key), of T rows.
+STRATA_HD int attn_last_query_tile(int last_key, int window, int T) {
+  const int last = window > 0 && last_key < T - window ? last_key + window - 1 : T - 1;
+  return last / kAttnTile;
+}
 // A masked score is -inf so that it neither raises the max nor adds weight.
 STRATA_HD float attn_masked_score(float dot, bool visible) { return visible ? dot : -INFINITY; }
 

@@ -82,7 +82,6 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
                   {config.n_layer, config.n_embd, config.vocab_size, config.max_seq_len, "max_position_embeddings"},
                   llama_unit_layout(config), int(P::count), micro_batch, seq_len, compute_dtype, storage, hooks),
       cfg_(config) {
-  cfg_.check_seq_len(seq_len, describe());
   const LlamaActivations al = llama_activations(cfg_, B_, T_, dtype_, storage_.checkpoint, storage_.offload != nullptr);
   const ArenaLayout& lay = al.lay;
   const bool gqa = cfg_.n_kv_head != cfg_.n_head;
@@ -153,7 +152,7 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
   }
   be_.rope(a.qkv, 0, NH + NKV, d, cfg_.rope, false);  // q and k heads are adjacent
   if (NKV != NH) be_.gqa_expand(a.packed, a.qkv, NH, NKV, d);
-  be_.attention_forward(a.atty, a.lse, a.packed, NH);
+  be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, cfg_.layer_window(l));
   be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), cfg_.o_bias ? pv(P::bo, l) : TensorView{});
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, pv(P::mlp_norm, l), cfg_.rms_eps);
@@ -194,7 +193,7 @@ void Llama::layer_backward(int l, TensorView residual) {
   be_.rmsnorm_backward(dresidual_, gv(P::mlp_norm, l), dbtc_, a.residual2, pv(P::mlp_norm, l), a.rstd2);
   be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dresidual_, a.atty,
                       pv(P::wo, l));
-  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH);
+  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_window(l));
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
   be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope, true);
   if (cfg_.qk_norm)

@@ -1,5 +1,6 @@
 #include "model/llama_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -188,10 +189,16 @@ LlamaConfig LlamaConfig::read(const std::string& text, const std::string& origin
       r.refuse_unless(v == 1, k, v, "pretraining_tp 1");
     else if (k == "sliding_window")
       c.sliding_window_key = r.positive_int_or_null(v, k);
-    else if (k == "layer_types") {
-      bool all_full = v.is_array();
-      for (const auto& t : v) all_full = all_full && t == "full_attention";
-      if (!all_full) c.use_sliding_window = true;  // some layers slide: the window is in force
+    else if (k == "layer_types") {  // per layer: full_attention, or sliding_attention under the window
+      STRATA_CHECK(v.is_array(), "model config '" + origin + "': layer_types must be a list", "fix the model config");
+      c.sliding_layers.clear();
+      for (const auto& t : v) {
+        r.refuse_unless(t == "full_attention" || t == "sliding_attention", k, t,
+                        "layers of full_attention and sliding_attention");
+        c.sliding_layers.push_back(t == "sliding_attention");
+      }
+      if (std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end())
+        c.use_sliding_window = true;  // some layers slide: the window is in force
     } else if (k == "rope_scaling") {              // transformers 4
       if (!v.is_null()) read_rope(v, k, false, c.rope, origin);
     } else if (k == "rope_parameters") {  // transformers 5: rope_theta and the scaling in one object
@@ -227,14 +234,8 @@ void LlamaConfig::validate(const std::string& origin) const {
   need(head_dim() % 2 == 0, "the head size must be even for the rotary embeddings");
   need(n_kv_head > 0 && n_head % n_kv_head == 0, "num_attention_heads must be a multiple of num_key_value_heads");
   need(padded_vocab_size >= vocab_size, "padded_vocab_size must be at least vocab_size");
-}
-
-void LlamaConfig::check_seq_len(int seq_len, const std::string& origin) const {
-  STRATA_CHECK(sliding_window == 0 || seq_len <= sliding_window,
-               origin + ": sequences of " + std::to_string(seq_len) + " tokens are longer than the model's " +
-                   "sliding_window of " + std::to_string(sliding_window) +
-                   ", and Strata's attention attends to the whole causal prefix",
-               "train with --seq-len " + std::to_string(sliding_window) + " or less (within the window the two agree)");
+  need(sliding_layers.empty() || sliding_layers.size() == size_t(n_layer),
+       "layer_types must name one type per layer (num_hidden_layers)");
 }
 
 int64_t LlamaConfig::num_params() const {

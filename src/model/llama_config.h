@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "backend/op_specs.h"
 
@@ -39,6 +40,7 @@ struct LlamaConfig {
   bool o_bias = false;              // the output projection too (attention_bias)
   bool qk_norm = false;             // Qwen3: RMSNorm on each q and k head before the rotation
   int sliding_window = 0;           // a window that is in force (Mistral, Qwen with use_sliding_window); 0: none
+  std::vector<bool> sliding_layers; // the layers it applies to (layer_types); empty: every layer
   bool use_sliding_window = false;  // Qwen's switch, kept for the export
   int sliding_window_key = 0;       // the window as the config states it, in force or not (export)
   int max_window_layers = 0;        // Qwen's, kept for the export
@@ -53,9 +55,10 @@ struct LlamaConfig {
   int64_t q_dim() const { return int64_t(n_head) * head_dim(); }  // the attention's width
   int64_t num_params() const;
   void validate(const std::string& origin) const;
-  // A sequence longer than an active sliding window would need the window in the attention
-  // mask, which Strata's attention does not apply: refused, naming the window.
-  void check_seq_len(int seq_len, const std::string& origin) const;
+  // The sliding window of layer l's attention; 0: the whole causal prefix.
+  int layer_window(int l) const {
+    return sliding_layers.empty() || sliding_layers[size_t(l)] ? sliding_window : 0;
+  }
 };
 
 }  // namespace strata

@@ -82,10 +82,6 @@ class ModelFamily {
   // A tensor a checkpoint may hold that has no place in Strata and changes nothing
   // (precomputed rotary frequencies, causal-mask buffers, a tied head saved anyway).
   virtual bool hf_ignorable(const ModelSpec& spec, const std::string& name) const = 0;
-
-  // ---- training ----
-  // An Error when the model cannot train sequences of seq_len tokens.
-  virtual void check_seq_len(const ModelSpec& spec, int seq_len, const std::string& origin) const = 0;
 };
 
 // The registered families, in the registry's order.

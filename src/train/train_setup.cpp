@@ -34,8 +34,6 @@ std::string prepare_command(const std::string& model, const std::string& data) {
 std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64_t seed, const std::string& data_path,
                                                  const std::string& model_path, bool hf_dir, const ModelSpec& spec,
                                                  std::string* describe) {
-  // A window the attention would have to apply is refused before any data is read.
-  spec.family->check_seq_len(spec, opts.seq_len, "model '" + model_path + "'");
   const bool jsonl = opts.data_format == "jsonl" ||
                      (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
   std::unique_ptr<SampleSource> data;

@@ -14,6 +14,8 @@ layer_types).
   llama2-linear    Llama 2 long-context: rope_scaling linear
   mistral          Mistral-Nemo style: head_dim 16 with hidden 32 / 4 heads, sliding_window
                    4096 (longer than any sequence here, so full causal attention)
+  mistral-window   Mistral v0.1 style: a sliding_window of 5 keys, shorter than the sequence
+  qwen2-window     Qwen2 with use_sliding_window: layer 0 full, layer 1 under a window of 6
   qwen2            Qwen2.5: q/k/v biases, tied embeddings
   qwen3            Qwen3: per-head q/k RMSNorm, head_dim 16 ≠ hidden/heads, tied embeddings
 
@@ -29,7 +31,8 @@ Run it with a Python that has torch ≥ 2 and transformers 4.51+ or 5.x (not CI'
 reads the committed files); tests/tools/make_fixture_venv.sh makes one:
   tests/tools/make_fixture_venv.sh 5 /opt/strata-fixtures/tf5
   /opt/strata-fixtures/tf5/bin/python tests/tools/make_hf_family_fixtures.py
-The committed hf-families/ were made with transformers 4.51.3 and torch 2.5.1.
+The committed hf-families/ were made with transformers 4.51.3 and torch 2.5.1 (mistral-window
+and qwen2-window with 4.57.6 and torch 2.15.0), hf-families-tf5/ with 5.25.0 and torch 2.15.0.
 """
 import json
 import os
@@ -72,6 +75,10 @@ FAMILIES = {
     "mistral": (MistralConfig, MistralForCausalLM, dict(head_dim=16, sliding_window=4096, **rope(1e6))),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True, **rope(1e6))),
     "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(tie_word_embeddings=True, head_dim=16, **rope(1e6))),
+    "mistral-window": (MistralConfig, MistralForCausalLM, dict(head_dim=16, sliding_window=5, **rope(1e6))),
+    "qwen2-window": (Qwen2Config, Qwen2ForCausalLM,
+                     dict(tie_word_embeddings=True, use_sliding_window=True, sliding_window=6, max_window_layers=1,
+                          **rope(1e6))),
 }
 
 
@@ -134,5 +141,8 @@ def make(name, cfg_cls, model_cls, extra):
 
 
 if __name__ == "__main__":
+    import sys
+    # Names on the command line make only those (the others' files stay as committed).
     for name, (c, m, extra) in FAMILIES.items():
-        make(name, c, m, extra)
+        if len(sys.argv) < 2 or name in sys.argv[1:]:
+            make(name, c, m, extra)

@@ -151,8 +151,5 @@ bool DecoderFamily::hf_ignorable(const ModelSpec& spec, const std::string& name)
   return name.ends_with("rotary_emb.inv_freq") || (spec.llama.tied && name == "lm_head.weight");
 }
 
-void DecoderFamily::check_seq_len(const ModelSpec& spec, int seq_len, const std::string& origin) const {
-  spec.llama.check_seq_len(seq_len, origin);
-}
 
 }  // namespace strata

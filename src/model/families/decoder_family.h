@@ -27,7 +27,6 @@ class DecoderFamily : public ModelFamily {
   LayerWidths layer_widths(const ModelSpec& spec) const final;
   HfName hf_name(const ModelSpec& spec, const ParamSpec& p) const final;
   bool hf_ignorable(const ModelSpec& spec, const std::string& name) const final;
-  void check_seq_len(const ModelSpec& spec, int seq_len, const std::string& origin) const final;
 
   // ---- the hooks ----
   // What the family implies before its config is read (Qwen2's q/k/v biases).

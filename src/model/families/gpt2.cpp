@@ -123,8 +123,6 @@ class Gpt2Family final : public ModelFamily {
     return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") ||
            name.ends_with("rotary_emb.inv_freq") || name == "lm_head.weight";
   }
-
-  void check_seq_len(const ModelSpec&, int, const std::string&) const override {}  // n_positions: the model checks
 };
 
 }  // namespace
