@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "host/simd.h"
+#include "kernels/math/attention_math.h"
 #include "kernels/math/dropout_math.h"
 
 namespace strata::cpu {
@@ -13,13 +14,15 @@ namespace strata::cpu {
 inline int64_t first_visible_key(int64_t t, int64_t window) { return window > 0 && t >= window ? t - window + 1 : 0; }
 
 // S [T,T] scores → probabilities in place (zero outside keys [first_visible_key, t]), lse per
-// row; with dropout the kept probabilities are scaled after the softmax (lse is the
-// undropped one's).
+// row; a soft-cap > 0 caps the scores first; with dropout the kept probabilities are scaled
+// after the softmax (lse is the undropped one's).
 inline void causal_softmax_rows(float* S, float* lse, int64_t T, const DropoutSpec& drop, int64_t b, int64_t h,
-                                int64_t NH, int64_t window = 0) {
+                                int64_t NH, int64_t window = 0, float softcap = 0.0f) {
   for (int64_t t = 0; t < T; ++t) {
     float* s = S + t * T;
     const int64_t lo = first_visible_key(t, window);
+    if (softcap > 0.0f)
+      for (int64_t j = lo; j <= t; ++j) s[j] = kernel_math::attn_capped_score(s[j], softcap);
     const float mx = simd::row_max(s + lo, t + 1 - lo);
     const float sum = simd::exp_shift_sum(s + lo, t + 1 - lo, mx);
     const float inv = 1.0f / sum;
@@ -49,6 +52,25 @@ inline void softmax_backward_row(float* ds, float* p, float D, int64_t t, int64_
   }
   for (int64_t j = 0; j < lo; ++j) ds[j] = 0;
   for (int64_t j = t + 1; j < T; ++j) ds[j] = 0;
+}
+
+// Row t of the backward under a soft-cap, from the raw scores s (scaled q·k): P = exp(capped
+// − lse) into s, and ds = P ∘ (dP'·m − D) ∘ (1 − tanh²) in place of dP', as
+// softmax_backward_row otherwise.
+inline void softcap_backward_row(float* ds, float* s, float lse, float D, int64_t t, int64_t T,
+                                 const DropoutSpec& drop, int64_t b, int64_t h, int64_t NH, int64_t window,
+                                 float softcap) {
+  const int64_t lo = first_visible_key(t, window);
+  for (int64_t j = lo; j <= t; ++j) {
+    const float m =
+        drop.active() ? kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T)) : 1.0f;
+    float p, g;
+    kernel_math::attn_grad_pair(kernel_math::attn_capped_score(s[j], softcap), ds[j], lse, D, true, m, softcap, &p, &g);
+    ds[j] = g;
+    s[j] = p;
+  }
+  for (int64_t j = 0; j < lo; ++j) ds[j] = s[j] = 0;
+  for (int64_t j = t + 1; j < T; ++j) ds[j] = s[j] = 0;
 }
 
 }  // namespace strata::cpu

@@ -216,12 +216,12 @@ void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView
   cpu::matmul_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), ws_);
 }
 void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                   const DropoutSpec& drop, int window) {
-  cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_, drop, window);
+                                   const DropoutSpec& drop, const AttentionSpec& spec) {
+  cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_, drop, spec);
 }
 void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                    int n_head, const DropoutSpec& drop, int window) {
-  cpu::attention_backward(h(dqkv), h(dout), h(qkv), h(out), h(lse), n_head, ws_, drop, window);
+                                    int n_head, const DropoutSpec& drop, const AttentionSpec& spec) {
+  cpu::attention_backward(h(dqkv), h(dout), h(qkv), h(out), h(lse), n_head, ws_, drop, spec);
 }
 void CpuBackend::dropout(TensorView x, const DropoutSpec& drop) { cpu::dropout(h(x), drop); }
 void CpuBackend::gelu_forward(TensorView out, TensorView inp) { cpu::gelu_forward(h(out), h(inp)); }

@@ -24,11 +24,11 @@ void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorV
                          Workspace& ws);
 void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                      TensorView weight, Workspace& ws);
-// `window` > 0: a sliding window (Backend::attention_forward).
+// `spec`: the sliding window, scale and soft-cap (Backend::attention_forward).
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
-                       const DropoutSpec& drop = {}, int window = 0);
+                       const DropoutSpec& drop = {}, const AttentionSpec& spec = {});
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws, const DropoutSpec& drop = {}, int window = 0);
+                        Workspace& ws, const DropoutSpec& drop = {}, const AttentionSpec& spec = {});
 // x [B, T, W] in place times each element's dropout factor (Backend::dropout).
 void dropout(TensorView x, const DropoutSpec& drop);
 void gelu_forward(TensorView out, TensorView inp);

@@ -95,20 +95,22 @@ void causal_blocks(int64_t T, F&& f) {
 }
 
 // The window the row functions apply: none when every key of a causal prefix is inside it.
-// (The GEMMs still cover the causal blocks; the rows zero what the window hides. On AMX a
-// windowed head takes the generic path.)
+// (The GEMMs still cover the causal blocks; the rows zero what the window hides.)
 int64_t sliding(int window, int64_t T) { return window > 0 && window < T ? window : 0; }
+// Attention as softmax(q·kᵀ/√d) alone: what the AMX tiles compute. A window, another scale or
+// a soft-cap takes the generic path.
+bool plain(int64_t window, const AttentionSpec& spec) { return window == 0 && spec.scale <= 0 && spec.softcap <= 0; }
 
 }  // namespace
 
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
-                       const DropoutSpec& drop, int window) {
+                       const DropoutSpec& drop, const AttentionSpec& spec) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
-  const int64_t w = sliding(window, T);
-  if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16 && w == 0) {
+  const int64_t w = sliding(spec.window, T);
+  if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16 && plain(w, spec)) {
     for_each_head(d, attention_amx_forward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
       const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
       attention_amx_forward_head(out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + (b * d.NH + h) * T,
@@ -121,7 +123,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
   const size_t per_thread = size_t(T * T + 4 * T * hd) + score_scratch_floats(native, T, hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
   float* L = lse.as<float>();
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = kernel_math::attn_scale(int(hd), spec);
   dispatch_act(out.dtype, [&]<typename A>(A) {
     const A* x = qkv.as<A>();
     A* y = out.as<A>();
@@ -142,7 +144,7 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
         else
           sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, S + r0 * T, T);
       });
-      causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH, w);
+      causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH, w, spec.softcap);
       causal_blocks(T, [&](int64_t r0, int64_t r1) {  // o = P·v
         sgemm(false, false, r1 - r0, hd, r1, 1.0f, S + r0 * T, T, v, hd, 0.0f, o + r0 * hd, hd);
       });
@@ -152,14 +154,14 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
 }
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws, const DropoutSpec& drop, int window) {
+                        Workspace& ws, const DropoutSpec& drop, const AttentionSpec& spec) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
-  const int64_t w = sliding(window, T);
+  const int64_t w = sliding(spec.window, T);
   if (on_amx(qkv.dtype, T, hd) && dout.dtype == DType::bf16 && out.dtype == DType::bf16 && dqkv.dtype == DType::bf16 &&
-      w == 0) {
+      plain(w, spec)) {
     for_each_head(d, attention_amx_backward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
       const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
       bf16* dbase = dqkv.as<bf16>() + b * T * 3 * C + h * hd;
@@ -174,7 +176,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   const size_t per_thread = size_t(2 * T * T + 8 * T * hd) + score_scratch_floats(native, T, hd);
   float* scratch = ws.get<float>(Scratch::attention, per_thread * size_t(thread_count()));
   const float* L = lse.as<float>();
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = kernel_math::attn_scale(int(hd), spec);
   dispatch_act(dqkv.dtype, [&]<typename A>(A) {
     const A* x = qkv.as<A>();
     const A* y = out.as<A>();
@@ -200,7 +202,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
           sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, P + r0 * T, T);
       });
       const float* lrow = L + bh * T;
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < T && spec.softcap <= 0; ++t) {  // (capped: in softcap_backward_row)
         float* p = P + t * T;
         const int64_t lo = first_visible_key(t, w);
         simd::exp_shift_sum(p + lo, t + 1 - lo, lrow[t]);
@@ -217,7 +219,10 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       for (int64_t t = 0; t < T; ++t) {
         float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
         for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
-        softmax_backward_row(dP + t * T, P + t * T, D, t, T, drop, b, h, d.NH, w);  // dv below takes P'
+        if (spec.softcap > 0)
+          softcap_backward_row(dP + t * T, P + t * T, lrow[t], D, t, T, drop, b, h, d.NH, w, spec.softcap);
+        else
+          softmax_backward_row(dP + t * T, P + t * T, D, t, T, drop, b, h, d.NH, w);  // dv below takes P'
       }
       // Key rows [c0, c1) get gradient from query rows [c0, T) only.
       causal_blocks(T, [&](int64_t c0, int64_t c1) {

@@ -99,7 +99,7 @@ __device__ __forceinline__ void dot_rows_tile(float (&acc)[R], const float* rows
 // ---- forward ----
 template <typename T, int NC>
 __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int B,
-                                         int Tn, int NH, int hd, float scale, DropoutSpec drop, int window) {
+                                         int Tn, int NH, int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -127,7 +127,7 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
   // BR divides kTile, so every row of the block has its last key in the block's last tile.
   static_assert(kTile % BR == 0, "a block's rows share their last tile");
   const int ntiles = (min(i0 + BR, Tn) - 1) / kTile + 1;
-  for (int t = km::attn_first_key_tile(i0, window); t < ntiles; ++t) {
+  for (int t = km::attn_first_key_tile(i0, spec.window); t < ntiles; ++t) {
     const int j0 = t * kTile;
     __syncthreads();  // the previous tile has been read
     stage_tile(Kt, q + hv.C, 3 * hv.C, j0, Tn, hd, hd4, 1.0f);
@@ -137,7 +137,8 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
     dot_rows_tile<R>(s, myQ, Kt, hd4, lane);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      s[r] = km::attn_masked_score(s[r], km::attn_visible(row[r], j0 + lane, window));
+      s[r] = km::attn_masked_score(km::attn_capped_score(s[r], spec.softcap),
+                                   km::attn_visible(row[r], j0 + lane, spec.window));
       const float alpha = km::softmax_rescale(st[r], warp_max(s[r]));
       p[r] = km::softmax_weight(s[r], st[r]);
       km::softmax_accumulate(st[r], warp_sum(p[r]));
@@ -196,7 +197,7 @@ __global__ void attention_d_kernel(float* __restrict__ D, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                     const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                    int hd, float scale, DropoutSpec drop, int window) {
+                                    int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -223,7 +224,7 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
   }
   static_assert(kTile % BR == 0, "a block's rows share their last tile");
   const int ntiles = (min(i0 + BR, Tn) - 1) / kTile + 1;
-  for (int t = km::attn_first_key_tile(i0, window); t < ntiles; ++t) {
+  for (int t = km::attn_first_key_tile(i0, spec.window); t < ntiles; ++t) {
     const int j0 = t * kTile;
     __syncthreads();
     stage_tile(Kt, q + hv.C, 3 * hv.C, j0, Tn, hd, hd4, 1.0f);
@@ -239,7 +240,8 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
           drop.active()
               ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, row[r], j0 + lane, NH, Tn))
               : 1.0f;
-      km::attn_grad_pair(s[r], dp[r], L[r], Drow[r], km::attn_visible(row[r], j0 + lane, window), m, &p, &ds[r]);
+      km::attn_grad_pair(km::attn_capped_score(s[r], spec.softcap), dp[r], L[r], Drow[r],
+                         km::attn_visible(row[r], j0 + lane, spec.window), m, spec.softcap, &p, &ds[r]);
     }
     const int jn = min(kTile, Tn - j0);
     for (int jj = 0; jj < jn; ++jj) {
@@ -274,7 +276,7 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                      const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                     int hd, float scale, DropoutSpec drop, int window) {
+                                     int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH;
@@ -296,7 +298,7 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
     for (int c = 0; c < NC; ++c) dk[r][c] = dv[r][c] = 0.0f;
   // BR divides kTile, so the block's first tile is every one of its keys' first tile.
   static_assert(kTile % BR == 0, "a block's rows share their first tile");
-  const int last_tile = km::attn_last_query_tile(min(j0 + BR, Tn) - 1, window, Tn);
+  const int last_tile = km::attn_last_query_tile(min(j0 + BR, Tn) - 1, spec.window, Tn);
   for (int t = j0 / kTile; t <= last_tile; ++t) {
     const int i0 = t * kTile, i = i0 + lane;
     __syncthreads();
@@ -314,7 +316,8 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
       const float m = drop.active() && in
                           ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, i, j, NH, Tn))
                           : 1.0f;
-      km::attn_grad_pair(s[r], dp[r], Li, Di, in && km::attn_visible(i, j, window), m, &p[r], &ds[r]);
+      km::attn_grad_pair(km::attn_capped_score(s[r], spec.softcap), dp[r], Li, Di,
+                         in && km::attn_visible(i, j, spec.window), m, spec.softcap, &p[r], &ds[r]);
     }
     const int in_n = min(kTile, Tn - i0);
     for (int ii = 0; ii < in_n; ++ii) {
@@ -390,9 +393,9 @@ size_t smem_bytes(int block_rows, int row_sets, int hd) {
 }  // namespace
 
 void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
-                       const DropoutSpec& drop, int window, void* stream) {
+                       const DropoutSpec& drop, const AttentionSpec& spec, void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
-  const float scale = km::attn_scale(hd);
+  const float scale = km::attn_scale(hd, spec);
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     dispatch_chunks(hd, [&](auto nc) {
@@ -402,17 +405,17 @@ void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int
       const size_t smem = smem_bytes(BR, 1, hd);
       allow_smem(attention_forward_kernel<E, NC>, smem);
       attention_forward_kernel<E, NC><<<blocks, kBlock, smem, as_stream(stream)>>>(
-          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale, drop, window);
+          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale, drop, spec);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });
 }
 
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
-                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, int window,
+                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, const AttentionSpec& spec,
                         void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
-  const float scale = km::attn_scale(hd);
+  const float scale = km::attn_scale(hd, spec);
   float* D = static_cast<float*>(scratch);
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
@@ -428,12 +431,12 @@ void attention_backward(void* dqkv, const void* dout, const void* qkv, const voi
       allow_smem(attention_dq_kernel<E, NC>, smem);
       attention_dq_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
                                                               static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
-                                                              drop, window);
+                                                              drop, spec);
       STRATA_CUDA_CHECK_LAUNCH();
       allow_smem(attention_dkv_kernel<E, NC>, smem);
       attention_dkv_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
                                                                static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
-                                                               drop, window);
+                                                               drop, spec);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });

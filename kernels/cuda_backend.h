@@ -56,9 +56,9 @@ class CudaBackend final : public Backend {
   void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                        TensorView weight) override;
   void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop = {},
-                         int window = 0) override;
+                         const AttentionSpec& spec = {}) override;
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                          const DropoutSpec& drop = {}, int window = 0) override;
+                          const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) override;
   void dropout(TensorView x, const DropoutSpec& drop) override;
   void gelu_forward(TensorView out, TensorView inp) override;
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;

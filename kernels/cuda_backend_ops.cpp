@@ -97,7 +97,7 @@ void CudaBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorVie
 }
 
 void CudaBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                    const DropoutSpec& drop, int window) {
+                                    const DropoutSpec& drop, const AttentionSpec& spec) {
   STRATA_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0 && (qkv.shape[2] / 3) % n_head == 0,
                "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) + " heads",
                "qkv must be [B, T, 3C] with C divisible by the head count");
@@ -105,17 +105,17 @@ void CudaBackend::attention_forward(TensorView out, TensorView lse, TensorView q
   expect_numel(out, B * T * C, "attention_forward", "out");
   expect_numel(lse, B * n_head * T, "attention_forward", "lse");
   launch::attention_forward(out.data, lse.as<float>(), qkv.data, int(B), int(T), n_head, int(C / n_head),
-                            int(qkv.dtype), drop, window, cs());
+                            int(qkv.dtype), drop, spec, cs());
 }
 
 void CudaBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                     int n_head, const DropoutSpec& drop, int window) {
+                                     int n_head, const DropoutSpec& drop, const AttentionSpec& spec) {
   const int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3;
   expect_numel(dqkv, B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, B * T * C, "attention_backward", "dout");
   void* ws = scratch(launch::attention_backward_scratch_bytes(int(B), int(T), n_head));
   launch::attention_backward(dqkv.data, dout.data, qkv.data, out.data, lse.as<float>(), ws, int(B), int(T), n_head,
-                             int(C / n_head), int(qkv.dtype), drop, window, cs());
+                             int(C / n_head), int(qkv.dtype), drop, spec, cs());
 }
 
 void CudaBackend::dropout(TensorView x, const DropoutSpec& drop) {

@@ -14,12 +14,13 @@
 namespace strata::cuda::launch {
 
 // `drop`: attention dropout on the probabilities (kernels/math/dropout_math.h), inactive by
-// default; `window` > 0: each query sees only its last `window` keys (attention_math.h).
+// default; `spec`: the sliding window, scale and soft-cap (AttentionSpec, attention_math.h).
 void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
-                       const DropoutSpec& drop, int window, void* stream);
+                       const DropoutSpec& drop, const AttentionSpec& spec, void* stream);
 // Device scratch the backward needs: D = Σ dout·out per row, f32 [B,NH,T].
 using kernel_math::attention_backward_scratch_bytes;
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
-                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, int window, void* stream);
+                        int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, const AttentionSpec& spec,
+                        void* stream);
 
 }  // namespace strata::cuda::launch

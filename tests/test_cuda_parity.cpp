@@ -173,15 +173,15 @@ TEST_F(CudaParity, AttentionForwardAndBackward) {
   for (DType t : kActs)
     for (int64_t T : {int64_t(1), int64_t(77), int64_t(256)})
       for (const DropoutSpec& d : {DropoutSpec{}, drop})  // without and with attention dropout
-        for (int window : {0, 40}) {                      // the whole causal prefix, and a sliding window
+        for (const AttentionSpec& spec : {AttentionSpec{}, AttentionSpec{40, 0.1f, 3.0f}}) {  // and Gemma's
           const int64_t B = 2, NH = 3, hd = 64, C = NH * hd;
           Pair qkv = randp(t, {B, T, 3 * C}, 1), out = randp(t, {B, T, C}, 2), lse = randp(DType::f32, {B, NH, T}, 3);
-          cpu_.attention_forward(out.c(), lse.c(), qkv.c(), int(NH), d, window);
-          gpu_->attention_forward(out.g(), lse.g(), qkv.g(), int(NH), d, window);
+          cpu_.attention_forward(out.c(), lse.c(), qkv.c(), int(NH), d, spec);
+          gpu_->attention_forward(out.g(), lse.g(), qkv.g(), int(NH), d, spec);
           expect_match(out, tol(t), "attention"), expect_match(lse, 1e-5, "lse");
           Pair dout = randp(t, {B, T, C}, 4), dqkv = randp(t, {B, T, 3 * C}, 5);
-          cpu_.attention_backward(dqkv.c(), dout.c(), qkv.c(), out.c(), lse.c(), int(NH), d, window);
-          gpu_->attention_backward(dqkv.g(), dout.g(), qkv.g(), out.g(), lse.g(), int(NH), d, window);
+          cpu_.attention_backward(dqkv.c(), dout.c(), qkv.c(), out.c(), lse.c(), int(NH), d, spec);
+          gpu_->attention_backward(dqkv.g(), dout.g(), qkv.g(), out.g(), lse.g(), int(NH), d, spec);
           expect_match(dqkv, t == DType::f32 ? 1e-4 : 2e-2, "attention backward");
         }
 }

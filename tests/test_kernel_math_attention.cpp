@@ -47,7 +47,7 @@ struct Reference {
   std::vector<float> qkv, dout, out, lse, dqkv;
 };
 
-Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, int window = 0) {
+Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) {
   const int C = s.NH * s.hd;
   Reference r;
   r.qkv = randn(size_t(s.B) * s.T * 3 * C, seed, s.input_scale);
@@ -61,20 +61,20 @@ Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, i
   TensorView qv{r.qkv.data(), DType::f32, {s.B, s.T, 3 * C}}, ov{r.out.data(), DType::f32, {s.B, s.T, C}},
       lv{r.lse.data(), DType::f32, {s.B, s.NH, s.T}}, dov{r.dout.data(), DType::f32, {s.B, s.T, C}},
       dqv{r.dqkv.data(), DType::f32, {s.B, s.T, 3 * C}};
-  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop, window);
-  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop, window);
+  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop, spec);
+  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop, spec);
   return r;
 }
 
 class AttentionHost : public ::testing::TestWithParam<Shape> {};
 
-void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, int window = 0) {
-  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop, window);
+void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, const AttentionSpec& spec = {}) {
+  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop, spec);
   const size_t C = size_t(s.NH) * s.hd;
   const double sharp = double(s.input_scale) * s.input_scale, rtol = kRtol * sharp, atol = kAtol * sharp;
 
   std::vector<float> out(size_t(s.B) * s.T * C), lse(size_t(s.B) * s.NH * s.T);
-  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop, window);
+  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop, spec);
   test::expect_close(out.data(), ref.out.data(), out.size(), atol, rtol, "out");
   test::expect_close(lse.data(), ref.lse.data(), lse.size(), atol, rtol, "lse");
 
@@ -82,7 +82,7 @@ void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, int window
   // backward reads the reference's out and lse so that only its own error is measured.
   std::vector<float> dqkv(ref.qkv.size(), std::numeric_limits<float>::quiet_NaN());
   km::attention_backward_host(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B, s.T,
-                              s.NH, s.hd, drop, window);
+                              s.NH, s.hd, drop, spec);
   // dS = P·(dP - D) cancels, so gradients get a floor relative to their largest element.
   double peak = 0;
   for (float g : ref.dqkv) peak = std::max(peak, double(std::fabs(g)));
@@ -104,9 +104,18 @@ TEST_P(AttentionHost, WithSlidingWindowMatchCpuReference) {
   for (int window : {1, 5, 33})
     if (window < s.T) {
       SCOPED_TRACE("window " + std::to_string(window));
-      expect_host_matches_cpu(s, {}, window);
-      expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), window);
+      expect_host_matches_cpu(s, {}, {window});
+      expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), {window});
     }
+}
+
+// Gemma's scores: another scale (query_pre_attn_scalar^-1/2) and a soft-cap (cap·tanh(s/cap)),
+// with a window and dropout.
+TEST_P(AttentionHost, WithScaleAndSoftCapMatchCpuReference) {
+  const Shape& s = GetParam();
+  expect_host_matches_cpu(s, {}, {0, 0.3f, 0.0f});
+  expect_host_matches_cpu(s, {}, {0, 0.0f, 1.5f});
+  expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), {7, 0.2f, 2.0f});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionHost,
@@ -196,10 +205,10 @@ TEST(AttentionMath, OnlineSoftmaxState) {
         EXPECT_FALSE(km::attn_visible(q, i, window)) << q << " " << i;
     }
   float p = 1, ds = 1;
-  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, false, 1.0f, &p, &ds);
+  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, false, 1.0f, 0.0f, &p, &ds);
   EXPECT_EQ(p, 0.0f);
   EXPECT_EQ(ds, 0.0f);
-  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, true, 1.0f, &p, &ds);
+  km::attn_grad_pair(0.5f, 2.0f, 0.5f, 1.5f, true, 1.0f, 0.0f, &p, &ds);
   EXPECT_EQ(p, 1.0f);
   EXPECT_FLOAT_EQ(ds, 0.5f);
 }

@@ -184,7 +184,7 @@ TEST(Ops, LinearBackwardWithACrossEntropyDoutKeepsItsPrecision) {
 // Naive attention: full T×T softmax per head, in double; `window` > 0: query t sees keys
 // t-window < j ≤ t only.
 void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, int B, int T, int C, int NH,
-                     int window = 0) {
+                     int window = 0, double scale = 0, double softcap = 0) {
   const int hd = C / NH;
   out.assign(size_t(B * T * C), 0.0);
   for (int b = 0; b < B; ++b)
@@ -198,7 +198,8 @@ void naive_attention(std::vector<double>& out, const std::vector<float>& qkv, in
           for (int i = 0; i < hd; ++i)
             d += double(qkv[size_t((b * T + t) * 3 * C + h * hd + i)]) *
                  double(qkv[size_t((b * T + j) * 3 * C + C + h * hd + i)]);
-          s[size_t(j)] = d / std::sqrt(double(hd));
+          s[size_t(j)] = scale > 0 ? d * scale : d / std::sqrt(double(hd));
+          if (softcap > 0) s[size_t(j)] = softcap * std::tanh(s[size_t(j)] / softcap);
           mx = std::max(mx, s[size_t(j)]);
         }
         double sum = 0;
@@ -320,9 +321,9 @@ TEST(Attention, SlidingWindowMatchesTheNaiveWindow) {
     cpu::CpuBackend be({size_t(64) << 20, 0});
     TensorView qv{qkv.data(), DType::f32, {B, T, 3 * C}}, ov{out.data(), DType::f32, {B, T, C}},
         lv{lse.data(), DType::f32, {B, NH, T}};
-    be.attention_forward(ov, lv, qv, NH, {}, W);
+    be.attention_forward(ov, lv, qv, NH, {}, {W});
     be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}}, qv, ov, lv, NH,
-                          {}, W);
+                          {}, {W});
     std::vector<double> ref, dref;
     naive_attention(ref, qkv, B, T, C, NH, W);
     naive_attention_backward(dref, qkv, w, B, T, C, NH, W);
@@ -335,16 +336,50 @@ TEST(Attention, SlidingWindowMatchesTheNaiveWindow) {
     for (size_t i = 0; i < w.size(); ++i) wh[i] = from_f32<bf16>(w[i]);
     std::vector<float> lse_h(lse.size());
     be.attention_forward({oh.data(), DType::bf16, {B, T, C}}, {lse_h.data(), DType::f32, {B, NH, T}},
-                         {qh.data(), DType::bf16, {B, T, 3 * C}}, NH, {}, W);
+                         {qh.data(), DType::bf16, {B, T, 3 * C}}, NH, {}, {W});
     be.attention_backward({dh.data(), DType::bf16, {B, T, 3 * C}}, {wh.data(), DType::bf16, {B, T, C}},
                           {qh.data(), DType::bf16, {B, T, 3 * C}}, {oh.data(), DType::bf16, {B, T, C}},
-                          {lse_h.data(), DType::f32, {B, NH, T}}, NH, {}, W);
+                          {lse_h.data(), DType::f32, {B, NH, T}}, NH, {}, {W});
     std::vector<float> of(oh.size()), df(dh.size());
     for (size_t i = 0; i < oh.size(); ++i) of[i] = to_f32(oh[i]);
     for (size_t i = 0; i < dh.size(); ++i) df[i] = to_f32(dh[i]);
     test::expect_close(of.data(), out.data(), out.size(), 1.0 / 64, 1.0 / 64, "bf16 windowed attention out");
     test::expect_close(df.data(), dqkv.data(), dqkv.size(), 1.0 / 32, 1.0 / 32, "bf16 windowed attention dqkv");
   }
+}
+
+// Gemma's scores: a scale of its own and a soft-cap, with a window: the forward against the
+// naive formulas, the backward against central differences of them.
+TEST(Attention, ScaleAndSoftCapMatchTheNaiveFormulas) {
+  const int B = 1, T = 12, C = 8, NH = 2;
+  const AttentionSpec spec{5, 0.7f, 1.2f};
+  auto qkv = randn(size_t(B * T * 3 * C), 51);
+  std::vector<float> out(size_t(B * T * C)), lse(size_t(B * NH * T));
+  cpu::CpuBackend be({size_t(64) << 20, 0});
+  TensorView qv{qkv.data(), DType::f32, {B, T, 3 * C}}, ov{out.data(), DType::f32, {B, T, C}},
+      lv{lse.data(), DType::f32, {B, NH, T}};
+  be.attention_forward(ov, lv, qv, NH, {}, spec);
+  std::vector<double> ref;
+  naive_attention(ref, qkv, B, T, C, NH, spec.window, spec.scale, spec.softcap);
+  std::vector<float> reff(ref.begin(), ref.end());
+  test::expect_close(out.data(), reff.data(), out.size(), 1e-6, 1e-5, "capped attention out");
+  auto w = randn(out.size(), 52);
+  std::vector<float> dqkv(qkv.size()), fd(qkv.size());
+  be.attention_backward({dqkv.data(), DType::f32, {B, T, 3 * C}}, {w.data(), DType::f32, {B, T, C}}, qv, ov, lv, NH, {},
+                        spec);
+  for (size_t i = 0; i < qkv.size(); ++i) {
+    const float saved = qkv[i];
+    double lp = 0, lm = 0;
+    qkv[i] = saved + 1e-3f;
+    naive_attention(ref, qkv, B, T, C, NH, spec.window, spec.scale, spec.softcap);
+    for (size_t k = 0; k < ref.size(); ++k) lp += ref[k] * w[k];
+    qkv[i] = saved - 1e-3f;
+    naive_attention(ref, qkv, B, T, C, NH, spec.window, spec.scale, spec.softcap);
+    for (size_t k = 0; k < ref.size(); ++k) lm += ref[k] * w[k];
+    qkv[i] = saved;
+    fd[i] = float((lp - lm) / 2e-3);
+  }
+  test::expect_close(dqkv.data(), fd.data(), fd.size(), 1e-4, 1e-3, "capped attention dqkv");
 }
 
 // In bf16 attention agrees with the f32 op on the same rounded inputs, forward and backward, within one bf16

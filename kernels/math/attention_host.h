@@ -36,10 +36,11 @@ struct Head {
 }  // namespace attention_detail
 
 inline void attention_forward_host(float* out, float* lse, const float* qkv, int B, int T, int NH, int hd,
-                                   const DropoutSpec& drop = {}, int window = 0) {
+                                   const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
-  const float scale = attn_scale(hd);
+  const float scale = attn_scale(hd, spec);
+  const int window = spec.window;
   const size_t n = static_cast<size_t>(hd);
   std::vector<float> q(n), acc(n), s(kAttnTile), p(kAttnTile);
   for (int b = 0; b < B; ++b)
@@ -54,7 +55,7 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
           for (int jj = 0; jj < kAttnTile; ++jj) {
             const int j = t * kAttnTile + jj;
             const float sc = j < T ? dot(q.data(), x.k(j), hd) : 0.0f;  // the kernel zero-fills keys ≥ T
-            s[size_t(jj)] = attn_masked_score(sc, attn_visible(i, j, window));
+            s[size_t(jj)] = attn_masked_score(attn_capped_score(sc, spec.softcap), attn_visible(i, j, window));
             tile_max = std::max(tile_max, s[size_t(jj)]);
           }
           const float alpha = softmax_rescale(st, tile_max);
@@ -78,10 +79,11 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
 
 inline void attention_backward_host(float* dqkv, const float* dout, const float* qkv, const float* out,
                                     const float* lse, int B, int T, int NH, int hd, const DropoutSpec& drop = {},
-                                    int window = 0) {
+                                    const AttentionSpec& spec = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
-  const float scale = attn_scale(hd);
+  const float scale = attn_scale(hd, spec);
+  const int window = spec.window;
   // Per head: the scaled q rows (the kernels stage them scaled) and D_i = Σ dout·out.
   const size_t n = static_cast<size_t>(hd);
   std::vector<float> qs(static_cast<size_t>(T) * n), D(static_cast<size_t>(T)), acc(n), acc2(n);
@@ -105,10 +107,10 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
         for (int t = attn_first_key_tile(i, window); t <= i / kAttnTile; ++t) {
           for (int jj = 0; jj < kAttnTile; ++jj) {
             const int j = t * kAttnTile + jj;
-            const float sc = j < T ? dot(&qs[size_t(i) * hd], x.k(j), hd) : 0.0f;
+            const float sc = attn_capped_score(j < T ? dot(&qs[size_t(i) * hd], x.k(j), hd) : 0.0f, spec.softcap);
             const float dp = j < T ? dot(dy + int64_t(i) * C, x.v(j), hd) : 0.0f;
             const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
-            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j, window), m, &p[size_t(jj)],
+            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j, window), m, spec.softcap, &p[size_t(jj)],
                            &ds[size_t(jj)]);
           }
           for (int jj = 0; jj < kAttnTile && t * kAttnTile + jj < T; ++jj)
@@ -125,11 +127,11 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
           for (int ii = 0; ii < kAttnTile; ++ii) {
             const int i = t * kAttnTile + ii;
             const bool in = i < T;  // the kernel zero-fills queries ≥ T and masks them
-            const float sc = in ? dot(x.k(j), &qs[size_t(i) * hd], hd) : 0.0f;
+            const float sc = attn_capped_score(in ? dot(x.k(j), &qs[size_t(i) * hd], hd) : 0.0f, spec.softcap);
             const float dp = in ? dot(x.v(j), dy + int64_t(i) * C, hd) : 0.0f;
             const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
             attn_grad_pair(sc, dp, in ? L[i] : 0.0f, in ? D[size_t(i)] : 0.0f, in && attn_visible(i, j, window), m,
-                           &p[size_t(ii)], &ds[size_t(ii)]);
+                           spec.softcap, &p[size_t(ii)], &ds[size_t(ii)]);
           }
           for (int ii = 0; ii < kAttnTile && t * kAttnTile + ii < T; ++ii) {
             const int i = t * kAttnTile + ii;

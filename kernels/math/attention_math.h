@@ -25,8 +25,17 @@ constexpr int kAttnTile = 32;
 // Largest head dimension the kernels take (eight f32 accumulators per lane and row).
 constexpr int kAttnMaxHeadDim = 256;
 
-// 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides).
-STRATA_HD float attn_scale(int hd) { return 1.0f / sqrtf(float(hd)); }
+// 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides),
+// or the spec's own scale.
+STRATA_HD float attn_scale(int hd, const AttentionSpec& a) { return a.scale > 0.0f ? a.scale : 1.0f / sqrtf(float(hd)); }
+// Soft-capping (Gemma-2): a scaled score s becomes cap·tanh(s/cap); cap 0 leaves it.
+STRATA_HD float attn_capped_score(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+// d(capped)/ds from the capped score: 1 - tanh² (1 without a cap).
+STRATA_HD float attn_cap_grad(float capped, float cap) {
+  if (cap <= 0.0f) return 1.0f;
+  const float t = capped / cap;
+  return 1.0f - t * t;
+}
 
 // Causal mask: query i sees keys j ≤ i; with a sliding window of W > 0 keys only the last W
 // of them, i - W < j ≤ i (transformers' sliding-window mask: Mistral, Gemma's local layers).
@@ -77,10 +86,12 @@ STRATA_HD float attn_prob(float s, float lse) { return expf(s - lse); }
 STRATA_HD float attn_dscore(float p, float dp, float D) { return p * (dp - D); }
 // A masked pair contributes neither to dv (P = 0) nor to dq/dk (dS = 0). With dropout the
 // forward used P'_ij = P_ij·m_ij (m the dropout factor, 1 without): *p is P' (for dv) and
-// dS = P·(dP'·m - D), where dP' = dout_i·v_j and D = Σ_j P'·dP' = Σ_c dout·out still.
-STRATA_HD void attn_grad_pair(float s, float dp, float lse, float D, bool visible, float mult, float* p, float* ds) {
+// dS = P·(dP'·m - D), where dP' = dout_i·v_j and D = Σ_j P'·dP' = Σ_c dout·out still. `s` is
+// the (capped) score; under a cap dS carries its derivative, to the scaled score q·k.
+STRATA_HD void attn_grad_pair(float s, float dp, float lse, float D, bool visible, float mult, float cap, float* p,
+                              float* ds) {
   const float prob = visible ? attn_prob(s, lse) : 0.0f;
-  *ds = visible ? attn_dscore(prob, dp * mult, D) : 0.0f;
+  *ds = visible ? attn_dscore(prob, dp * mult, D) * attn_cap_grad(s, cap) : 0.0f;
   *p = prob * mult;
 }
 

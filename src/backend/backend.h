@@ -148,14 +148,14 @@ class Backend {
   // Causal multi-head attention. qkv[B,T,3C] -> out[B,T,C]; lse f32 [B,NH,T] saved for backward.
   // With an active `drop`, each probability P_ij is multiplied by its dropout factor
   // (kernels/math/dropout_math.h, index (row, head, i, j)) after the softmax; lse stays the
-  // undropped softmax's. With `window` > 0, query i sees only keys i - window < j ≤ i (a
-  // sliding window, kernels/math/attention_math.h); 0: every key j ≤ i.
+  // undropped softmax's. `spec` may set a sliding window (query i sees only keys
+  // i - window < j ≤ i), another score scale, and a soft-cap of the scores (AttentionSpec).
   virtual void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                 const DropoutSpec& drop = {}, int window = 0) = 0;
+                                 const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) = 0;
   // dqkv[B,T,3C] (overwritten) from dout, recomputing probabilities one head at a time (and
-  // the forward's dropout masks, from the same `drop`; the same `window`).
+  // the forward's dropout masks, from the same `drop`; the same `spec`).
   virtual void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                  int n_head, const DropoutSpec& drop = {}, int window = 0) = 0;
+                                  int n_head, const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) = 0;
   // x[B,T,W] in place times each element's dropout factor (0 or 1/(1-p), dropout_math.h):
   // the forward on an activation, and with the same spec the backward on its gradient.
   virtual void dropout(TensorView x, const DropoutSpec& drop) = 0;

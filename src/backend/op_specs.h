@@ -27,6 +27,14 @@ struct RopeSpec {
   }
 };
 
+// What a causal attention computes beyond softmax(q·kᵀ/√d)·v (the element math:
+// kernels/math/attention_math.h).
+struct AttentionSpec {
+  int window = 0;        // > 0: query i sees only keys i - window < j ≤ i (a sliding window)
+  float scale = 0.0f;    // the scores' scale; 0: 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+  float softcap = 0.0f;  // > 0: each score s becomes softcap·tanh(s/softcap) before the softmax (Gemma-2)
+};
+
 struct DropoutSpec {
   float p = 0.0f;          // drop probability; 0: the op is the identity
   float scale = 1.0f;      // 1/(1-p), the kept elements' factor

@@ -152,7 +152,7 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
   }
   be_.rope(a.qkv, 0, NH + NKV, d, cfg_.rope, false);  // q and k heads are adjacent
   if (NKV != NH) be_.gqa_expand(a.packed, a.qkv, NH, NKV, d);
-  be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, cfg_.layer_window(l));
+  be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, {cfg_.layer_window(l)});
   be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), cfg_.o_bias ? pv(P::bo, l) : TensorView{});
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, pv(P::mlp_norm, l), cfg_.rms_eps);
@@ -193,7 +193,7 @@ void Llama::layer_backward(int l, TensorView residual) {
   be_.rmsnorm_backward(dresidual_, gv(P::mlp_norm, l), dbtc_, a.residual2, pv(P::mlp_norm, l), a.rstd2);
   be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dresidual_, a.atty,
                       pv(P::wo, l));
-  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_window(l));
+  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, {cfg_.layer_window(l)});
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
   be_.rope(dfused_, 0, NH + NKV, d, cfg_.rope, true);
   if (cfg_.qk_norm)
