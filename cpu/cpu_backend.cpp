@@ -231,20 +231,22 @@ void CpuBackend::gelu_backward(TensorView dinp, TensorView inp, TensorView dout)
 void CpuBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
   cpu::residual_forward(h(out), h(a), h(b));
 }
-void CpuBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) {
-  cpu::rmsnorm_forward(h(out), h(rstd), h(inp), h(weight), eps);
+void CpuBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                                 float weight_offset) {
+  cpu::rmsnorm_forward(h(out), h(rstd), h(inp), h(weight), eps, weight_offset);
 }
 void CpuBackend::rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
-                                  TensorView weight, TensorView rstd) {
-  cpu::rmsnorm_backward(h(dinp), h(dweight), h(dout), h(inp), h(weight), h(rstd), ws_);
+                                  TensorView weight, TensorView rstd, float weight_offset) {
+  cpu::rmsnorm_backward(h(dinp), h(dweight), h(dout), h(inp), h(weight), h(rstd), ws_, weight_offset);
 }
 void CpuBackend::qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                                    int n_kv_head, int head_dim, float eps) {
-  cpu::qk_rmsnorm_forward(h(out), h(rstd), h(inp), h(qk_weight), n_head, n_kv_head, head_dim, eps);
+                                    int n_kv_head, int head_dim, float eps, const QkNormSpec& spec) {
+  cpu::qk_rmsnorm_forward(h(out), h(rstd), h(inp), h(qk_weight), n_head, n_kv_head, head_dim, eps, spec);
 }
 void CpuBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                                     TensorView rstd, int n_head, int n_kv_head, int head_dim) {
-  cpu::qk_rmsnorm_backward(h(dfused), h(dqk_weight), h(inp), h(qk_weight), h(rstd), n_head, n_kv_head, head_dim, ws_);
+                                     TensorView rstd, int n_head, int n_kv_head, int head_dim, const QkNormSpec& spec) {
+  cpu::qk_rmsnorm_backward(h(dfused), h(dqk_weight), h(inp), h(qk_weight), h(rstd), n_head, n_kv_head, head_dim, ws_,
+                           spec);
 }
 void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
   cpu::rope(h(x), first_head, heads, head_dim, rope, inverse);

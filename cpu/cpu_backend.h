@@ -57,13 +57,15 @@ class CpuBackend final : public Backend {
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
                           const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) override;
   void gelu_forward(TensorView out, TensorView inp) override;
-  void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) override;
+  void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                       float weight_offset = 0.0f) override;
   void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
-                        TensorView rstd) override;
+                        TensorView rstd, float weight_offset = 0.0f) override;
   void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                          int n_kv_head, int head_dim, float eps) override;
+                          int n_kv_head, int head_dim, float eps, const QkNormSpec& spec = {}) override;
   void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                           TensorView rstd, int n_head, int n_kv_head, int head_dim) override;
+                           TensorView rstd, int n_head, int n_kv_head, int head_dim,
+                           const QkNormSpec& spec = {}) override;
   void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) override;
   void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
   void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;

@@ -38,14 +38,16 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits, std:
                                       float dloss);
 void cast(TensorView dst, TensorView src);
 // Llama-family ops (ops_llama.cpp).
-void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps);
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                     float weight_offset = 0.0f);
 void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
-                      TensorView rstd, Workspace& ws);
-// Qwen3's per-head q/k RMSNorm on fused q|k|v rows (contract in src/backend/backend.h).
+                      TensorView rstd, Workspace& ws, float weight_offset = 0.0f);
+// The q/k RMSNorm on fused q|k|v rows (contract in src/backend/backend.h).
 void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                        int n_kv_head, int head_dim, float eps);
+                        int n_kv_head, int head_dim, float eps, const QkNormSpec& spec = {});
 void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws);
+                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws,
+                         const QkNormSpec& spec = {});
 void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse);
 void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim);
 void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);

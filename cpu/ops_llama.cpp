@@ -13,6 +13,7 @@
 #include "cpu/row_kernels.h"
 #include "cpu/row_partials.h"
 #include "host/simd.h"
+#include "kernels/math/qk_norm_math.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -20,7 +21,8 @@
 
 namespace strata::cpu {
 
-void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) {
+void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                     float weight_offset) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
   expect_numel(out, N * C, "rmsnorm_forward", "out");
   expect_numel(rstd, N, "rmsnorm_forward", "rstd");
@@ -32,12 +34,12 @@ void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView
     const T* w = weight.as<T>();
     const auto k = norm_rows<T>().rmsnorm_forward;
 #pragma omp parallel for schedule(static)
-    for (int64_t n = 0; n < N; ++n) k(y + n * C, x + n * C, w, C, eps, rs + n);
+    for (int64_t n = 0; n < N; ++n) k(y + n * C, x + n * C, w, weight_offset, C, eps, rs + n);
   });
 }
 
 void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
-                      TensorView rstd, Workspace& ws) {
+                      TensorView rstd, Workspace& ws, float weight_offset) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C;
   expect_numel(dinp, N * C, "rmsnorm_backward", "dinp");
   expect_numel(dout, N * C, "rmsnorm_backward", "dout");
@@ -52,7 +54,7 @@ void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, Tens
     rows_with_partials(
         N, C, ws,
         [&, k = norm_rows<T>().rmsnorm_backward](int64_t n, float* pdw) {
-          k(dx + n * C, dy + n * C, x + n * C, w, rs[n], C, pdw, true);
+          k(dx + n * C, dy + n * C, x + n * C, w, weight_offset, rs[n], C, pdw, true);
         },
         [&](const float* p) {
           for (int64_t c = 0; c < C; ++c) dw[c] += p[c];
@@ -61,12 +63,13 @@ void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, Tens
 }
 
 void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                        int n_kv_head, int head_dim, float eps) {
-  const int64_t d = head_dim, H = n_head + n_kv_head, W = (H + n_kv_head) * d, N = inp.numel() / W;
+                        int n_kv_head, int head_dim, float eps, const QkNormSpec& spec) {
+  const kernel_math::QkNormGroups q = kernel_math::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
+  const int64_t W = q.row_width(), N = inp.numel() / W, G = q.count(), v0 = int64_t(n_head + n_kv_head) * head_dim;
   expect_numel(inp, N * W, "qk_rmsnorm_forward", "inp");
   expect_numel(out, N * W, "qk_rmsnorm_forward", "out");
-  expect_numel(rstd, N * H, "qk_rmsnorm_forward", "rstd");
-  expect_numel(qk_weight, 2 * d, "qk_rmsnorm_forward", "qk_weight");
+  expect_numel(rstd, N * G, "qk_rmsnorm_forward", "rstd");
+  expect_numel(qk_weight, q.weights(), "qk_rmsnorm_forward", "qk_weight");
   float* rs = rstd.as<float>();
   dispatch_act(out.dtype, [&]<typename T>(T) {
     T* y = out.as<T>();
@@ -75,37 +78,40 @@ void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorV
     const auto k = norm_rows<T>().rmsnorm_forward;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) {
-      for (int64_t h = 0; h < H; ++h)  // the q heads, then the k heads
-        k(y + n * W + h * d, x + n * W + h * d, qw + (h < n_head ? 0 : d), d, eps, rs + n * H + h);
-      if (y != x) std::memcpy(y + n * W + H * d, x + n * W + H * d, size_t(n_kv_head * d) * sizeof(T));  // v
+      for (int g = 0; g < G; ++g)  // the q groups, then the k groups
+        k(y + n * W + q.column(g), x + n * W + q.column(g), qw + q.weight_at(g), spec.weight_offset, q.width(g), eps,
+          rs + n * G + g);
+      if (y != x) std::memcpy(y + n * W + v0, x + n * W + v0, size_t(W - v0) * sizeof(T));  // v
     }
   });
 }
 
 void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws) {
-  const int64_t d = head_dim, H = n_head + n_kv_head, W = (H + n_kv_head) * d, N = inp.numel() / W;
+                         TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws,
+                         const QkNormSpec& spec) {
+  const kernel_math::QkNormGroups q = kernel_math::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
+  const int64_t W = q.row_width(), N = inp.numel() / W, G = q.count(), Wt = q.weights();
   expect_numel(dfused, N * W, "qk_rmsnorm_backward", "dfused");
-  expect_numel(rstd, N * H, "qk_rmsnorm_backward", "rstd");
+  expect_numel(rstd, N * G, "qk_rmsnorm_backward", "rstd");
   expect_dtype(dqk_weight, DType::f32, "qk_rmsnorm_backward", "dqk_weight");
-  expect_numel(dqk_weight, 2 * d, "qk_rmsnorm_backward", "dqk_weight");
+  expect_numel(dqk_weight, Wt, "qk_rmsnorm_backward", "dqk_weight");
   const float* rs = rstd.as<float>();
   float* dw = dqk_weight.as<float>();
   dispatch_act(dfused.dtype, [&]<typename T>(T) {
     T* g = dfused.as<T>();
     const T* x = inp.as<T>();
     const T* qw = qk_weight.as<T>();
-    // q_norm's gradient in partial[0, d), k_norm's in [d, 2d); dy becomes dx in place.
+    // Each group's weight gradient at its weights' place in the partial row; dy becomes dx in place.
     rows_with_partials(
-        N, 2 * d, ws,
+        N, Wt, ws,
         [&, k = norm_rows<T>().rmsnorm_backward](int64_t n, float* pdw) {
-          for (int64_t h = 0; h < H; ++h) {
-            const int64_t wo = h < n_head ? 0 : d, at = n * W + h * d;
-            k(g + at, g + at, x + at, qw + wo, rs[n * H + h], d, pdw + wo, false);
+          for (int64_t h = 0; h < G; ++h) {
+            const int64_t wo = q.weight_at(int(h)), at = n * W + q.column(int(h));
+            k(g + at, g + at, x + at, qw + wo, spec.weight_offset, rs[n * G + h], q.width(int(h)), pdw + wo, false);
           }
         },
         [&](const float* p) {
-          for (int64_t c = 0; c < 2 * d; ++c) dw[c] += p[c];
+          for (int64_t c = 0; c < Wt; ++c) dw[c] += p[c];
         });
   });
 }

@@ -27,11 +27,12 @@ struct NormRows {
   // dx += the LayerNorm input gradient; pdw += x̂·dy, pdb += dy (f32 partial rows).
   void (*layernorm_backward)(T* dx, float* pdw, float* pdb, const T* dy, const T* x, const T* w, float mean, float rstd,
                              int64_t C);
-  // y = x·r·w, r = (mean x² + eps)^-1/2; writes r.
-  void (*rmsnorm_forward)(T* y, const T* x, const T* w, int64_t C, float eps, float* rstd);
-  // dx (= or += with accumulate) r·(w·dy − x̂·mean(w·dy·x̂)), x̂ = x·r; pdw += x̂·dy. dx may be
-  // dy: each element is read before it is written.
-  void (*rmsnorm_backward)(T* dx, const T* dy, const T* x, const T* w, float r, int64_t C, float* pdw, bool accumulate);
+  // y = x·r·(w + wofs), r = (mean x² + eps)^-1/2; writes r.
+  void (*rmsnorm_forward)(T* y, const T* x, const T* w, float wofs, int64_t C, float eps, float* rstd);
+  // dx (= or += with accumulate) r·(s·dy − x̂·mean(s·dy·x̂)), s = w + wofs, x̂ = x·r; pdw += x̂·dy.
+  // dx may be dy: each element is read before it is written.
+  void (*rmsnorm_backward)(T* dx, const T* dy, const T* x, const T* w, float wofs, float r, int64_t C, float* pdw,
+                           bool accumulate);
 };
 
 template <typename T>

@@ -75,7 +75,7 @@ void layernorm_backward(T* dx, float* pdw, float* pdb, const T* dy, const T* x, 
 }
 
 template <class V, class T>
-void rmsnorm_forward(T* y, const T* x, const T* w, int64_t C, float eps, float* rstd) {
+void rmsnorm_forward(T* y, const T* x, const T* w, float wofs, int64_t C, float eps, float* rstd) {
   using F = typename V::F;
   const int64_t Cv = C / V::W * V::W;
   F acc = V::zero();
@@ -86,34 +86,36 @@ void rmsnorm_forward(T* y, const T* x, const T* w, int64_t C, float eps, float* 
   float ss = V::sum(acc);
   for (int64_t c = Cv; c < C; ++c) ss += to_f32(x[c]) * to_f32(x[c]);
   const float r = 1.0f / std::sqrt(ss / float(C) + eps);
-  const F vr = V::set1(r);
-  for (int64_t c = 0; c < Cv; c += V::W) V::store(y + c, V::mul(V::mul(V::load(x + c), vr), V::load(w + c)));
-  for (int64_t c = Cv; c < C; ++c) y[c] = from_f32<T>(to_f32(x[c]) * r * to_f32(w[c]));
+  const F vr = V::set1(r), vo = V::set1(wofs);
+  for (int64_t c = 0; c < Cv; c += V::W)
+    V::store(y + c, V::mul(V::mul(V::load(x + c), vr), V::add(V::load(w + c), vo)));
+  for (int64_t c = Cv; c < C; ++c) y[c] = from_f32<T>(to_f32(x[c]) * r * (to_f32(w[c]) + wofs));
   *rstd = r;
 }
 
 template <class V, class T>
-void rmsnorm_backward(T* dx, const T* dy, const T* x, const T* w, float r, int64_t C, float* pdw, bool accumulate) {
+void rmsnorm_backward(T* dx, const T* dy, const T* x, const T* w, float wofs, float r, int64_t C, float* pdw,
+                      bool accumulate) {
   using F = typename V::F;
   const int64_t Cv = C / V::W * V::W;
-  const F vr = V::set1(r);
+  const F vr = V::set1(r), vo = V::set1(wofs);
   F acc = V::zero();
   for (int64_t c = 0; c < Cv; c += V::W)
-    acc = V::fmadd(V::mul(V::load(w + c), V::load(dy + c)), V::mul(V::load(x + c), vr), acc);
+    acc = V::fmadd(V::mul(V::add(V::load(w + c), vo), V::load(dy + c)), V::mul(V::load(x + c), vr), acc);
   float dot = V::sum(acc);
-  for (int64_t c = Cv; c < C; ++c) dot += to_f32(w[c]) * to_f32(dy[c]) * (to_f32(x[c]) * r);
+  for (int64_t c = Cv; c < C; ++c) dot += (to_f32(w[c]) + wofs) * to_f32(dy[c]) * (to_f32(x[c]) * r);
   dot /= float(C);
   const F vdot = V::set1(dot);
   for (int64_t c = 0; c < Cv; c += V::W) {
     const F norm = V::mul(V::load(x + c), vr), g = V::load(dy + c);
     V::store(pdw + c, V::fmadd(norm, g, V::load(pdw + c)));
-    const F d = V::mul(vr, V::sub(V::mul(V::load(w + c), g), V::mul(norm, vdot)));
+    const F d = V::mul(vr, V::sub(V::mul(V::add(V::load(w + c), vo), g), V::mul(norm, vdot)));
     V::store(dx + c, accumulate ? V::add(V::load(dx + c), d) : d);
   }
   for (int64_t c = Cv; c < C; ++c) {
     const float norm = to_f32(x[c]) * r, g = to_f32(dy[c]);
     pdw[c] = std::fma(norm, g, pdw[c]);
-    const float d = r * (to_f32(w[c]) * g - norm * dot);
+    const float d = r * ((to_f32(w[c]) + wofs) * g - norm * dot);
     dx[c] = from_f32<T>(accumulate ? to_f32(dx[c]) + d : d);
   }
 }

@@ -9,6 +9,7 @@
 #include "kernels/cuda_gemm.h"
 #include "kernels/launch.h"
 #include "kernels/launch_attention.h"
+#include "kernels/math/qk_norm_math.h"
 
 namespace strata::cuda {
 
@@ -155,45 +156,51 @@ void CudaBackend::cross_entropy_forward_backward(TensorView losses, TensorView l
                         loss_weight, cs());
 }
 
-void CudaBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) {
+void CudaBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                                  float weight_offset) {
   const int64_t C = last_dim(inp), N = inp.numel() / C;
   expect_numel(out, N * C, "rmsnorm_forward", "out");
   expect_numel(rstd, N, "rmsnorm_forward", "rstd");
   expect_numel(weight, C, "rmsnorm_forward", "weight");
-  launch::rmsnorm_forward(out.data, rstd.as<float>(), inp.data, weight.data, eps, N, C, int(out.dtype), cs());
+  launch::rmsnorm_forward(out.data, rstd.as<float>(), inp.data, weight.data, weight_offset, eps, N, C, int(out.dtype),
+                          cs());
 }
 
 void CudaBackend::rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp,
-                                   TensorView weight, TensorView rstd) {
+                                   TensorView weight, TensorView rstd, float weight_offset) {
   const int64_t C = last_dim(inp), N = inp.numel() / C;
   expect_numel(dinp, N * C, "rmsnorm_backward", "dinp");
   expect_numel(dout, N * C, "rmsnorm_backward", "dout");
   expect_dtype(dweight, DType::f32, "rmsnorm_backward", "dweight");
-  launch::rmsnorm_backward(dinp.data, dweight.as<float>(), dout.data, inp.data, weight.data, rstd.as<float>(), N, C,
-                           int(dinp.dtype), scratch(launch::norm_backward_scratch_bytes(N, C)), cs());
+  launch::rmsnorm_backward(dinp.data, dweight.as<float>(), dout.data, inp.data, weight.data, weight_offset,
+                           rstd.as<float>(), N, C, int(dinp.dtype), scratch(launch::norm_backward_scratch_bytes(N, C)),
+                           cs());
 }
 
 void CudaBackend::qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                                     int n_kv_head, int head_dim, float eps) {
-  const int64_t W = int64_t(n_head + 2 * n_kv_head) * head_dim, N = inp.numel() / W;
+                                     int n_kv_head, int head_dim, float eps, const QkNormSpec& spec) {
+  const kernel_math::QkNormGroups q = kernel_math::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
+  const int64_t W = q.row_width(), N = inp.numel() / W;
   expect_numel(inp, N * W, "qk_rmsnorm_forward", "inp");
   expect_numel(out, N * W, "qk_rmsnorm_forward", "out");
-  expect_numel(rstd, N * (n_head + n_kv_head), "qk_rmsnorm_forward", "rstd");
-  expect_numel(qk_weight, 2 * int64_t(head_dim), "qk_rmsnorm_forward", "qk_weight");
+  expect_numel(rstd, N * q.count(), "qk_rmsnorm_forward", "rstd");
+  expect_numel(qk_weight, q.weights(), "qk_rmsnorm_forward", "qk_weight");
   launch::qk_rmsnorm_forward(out.data, rstd.as<float>(), inp.data, qk_weight.data, N, n_head, n_kv_head, head_dim, eps,
-                             int(out.dtype), cs());
+                             spec, int(out.dtype), cs());
 }
 
 void CudaBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                                      TensorView rstd, int n_head, int n_kv_head, int head_dim) {
-  const int64_t W = int64_t(n_head + 2 * n_kv_head) * head_dim, N = inp.numel() / W;
+                                      TensorView rstd, int n_head, int n_kv_head, int head_dim,
+                                      const QkNormSpec& spec) {
+  const kernel_math::QkNormGroups q = kernel_math::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
+  const int64_t W = q.row_width(), N = inp.numel() / W;
   expect_numel(dfused, N * W, "qk_rmsnorm_backward", "dfused");
-  expect_numel(rstd, N * (n_head + n_kv_head), "qk_rmsnorm_backward", "rstd");
+  expect_numel(rstd, N * q.count(), "qk_rmsnorm_backward", "rstd");
   expect_dtype(dqk_weight, DType::f32, "qk_rmsnorm_backward", "dqk_weight");
-  expect_numel(dqk_weight, 2 * int64_t(head_dim), "qk_rmsnorm_backward", "dqk_weight");
+  expect_numel(dqk_weight, q.weights(), "qk_rmsnorm_backward", "dqk_weight");
   launch::qk_rmsnorm_backward(dfused.data, dqk_weight.as<float>(), inp.data, qk_weight.data, rstd.as<float>(), N,
-                              n_head, n_kv_head, head_dim, int(dfused.dtype),
-                              scratch(launch::qk_norm_scratch_bytes(N, n_head, head_dim)), cs());
+                              n_head, n_kv_head, head_dim, spec, int(dfused.dtype),
+                              scratch(launch::qk_norm_scratch_bytes(N, n_head, q.weights())), cs());
 }
 
 void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {

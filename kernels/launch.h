@@ -31,13 +31,14 @@ void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_
 void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream);
 void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int first_head, int heads, int head_dim,
           bool inverse, int dtype, void* stream);
-// Qwen3's per-head q/k RMSNorm (Backend::qk_rmsnorm_*); the backward needs
-// qk_norm_scratch_bytes of scratch.
+// The q/k RMSNorm (Backend::qk_rmsnorm_*; its groups: kernels/math/qk_norm_math.h); the
+// backward needs qk_norm_scratch_bytes of scratch.
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
-                        int n_kv_head, int head_dim, float eps, int dtype, void* stream);
+                        int n_kv_head, int head_dim, float eps, const QkNormSpec& spec, int dtype, void* stream);
 using kernel_math::qk_norm_scratch_bytes;
 void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
-                         int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream);
+                         int64_t N, int n_head, int n_kv_head, int head_dim, const QkNormSpec& spec, int dtype,
+                         void* scratch, void* stream);
 void gqa_expand(void* packed, const void* fused, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,
                 void* stream);
 void gqa_reduce(void* dfused, const void* dpacked, int64_t N, int n_head, int n_kv_head, int head_dim, int dtype,
@@ -60,10 +61,12 @@ void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, con
 void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* dout, const void* inp, const void* weight,
                         const float* mean, const float* rstd, int64_t N, int64_t C, int dtype, void* scratch,
                         void* stream);
-void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight, float eps, int64_t N, int64_t C,
-                     int dtype, void* stream);
+// The scale is weight + weight_offset (Gemma's norms: 1 + w).
+void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight, float weight_offset, float eps,
+                     int64_t N, int64_t C, int dtype, void* stream);
 void rmsnorm_backward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                      const float* rstd, int64_t N, int64_t C, int dtype, void* scratch, void* stream);
+                      float weight_offset, const float* rstd, int64_t N, int64_t C, int dtype, void* scratch,
+                      void* stream);
 using kernel_math::norm_backward_scratch_bytes;
 // dbias[c] += Σ_n dout[n, c]; scratch: column_sum_scratch_bytes(N, C).
 void column_sum(float* dbias, const void* dout, int64_t N, int64_t C, int dtype, void* scratch, void* stream);

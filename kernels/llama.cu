@@ -3,6 +3,7 @@
 #include "kernels/device_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/math/element_math.h"
+#include "kernels/math/qk_norm_math.h"
 
 namespace strata::cuda::launch {
 
@@ -39,77 +40,80 @@ __global__ void rope_kernel(T* x, const float* table, int64_t BT, int64_t Tlen, 
   }
 }
 
-// Qwen3's q/k norm: one warp per (row, head) of the H = NH + NKV normalised heads; the
-// warps of the v heads copy them.
+// The q/k norm: one warp per (row, group) of the normalised groups (kernels/math/
+// qk_norm_math.h), then one per v head of the row, which copies it.
 template <typename T>
-__global__ void qk_rmsnorm_kernel(T* out, float* rstd, const T* inp, const T* qkw, int64_t N, int NH, int NKV, int d,
-                                  float eps) {
+__global__ void qk_rmsnorm_kernel(T* out, float* rstd, const T* inp, const T* qkw, int64_t N, km::QkNormGroups q,
+                                  float wofs, float eps) {
   const int64_t k = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int Wh = NH + 2 * NKV, H = NH + NKV;
-  if (k >= N * Wh) return;
-  const int64_t n = k / Wh;
-  const int h = int(k % Wh);
-  const int64_t base = n * int64_t(Wh) * d + int64_t(h) * d;
-  if (h >= H) {
+  const int G = q.count(), per_row = G + q.NKV;
+  if (k >= N * per_row) return;
+  const int64_t n = k / per_row, row = n * q.row_width();
+  const int g = int(k % per_row);
+  if (g >= G) {  // a v head
+    const int64_t base = row + int64_t(q.NH + q.NKV) * q.d + int64_t(g - G) * q.d;
     if (out != inp)
-      for (int c = lane; c < d; c += 32) out[base + c] = inp[base + c];
+      for (int c = lane; c < q.d; c += 32) out[base + c] = inp[base + c];
     return;
   }
-  const T* w = qkw + (h < NH ? 0 : d);
+  const int64_t base = row + q.column(g);
+  const int width = q.width(g);
+  const T* w = qkw + q.weight_at(g);
   float ss = 0;
-  for (int c = lane; c < d; c += 32) ss += load(inp, base + c) * load(inp, base + c);
-  const float r = km::norm_rstd(warp_sum(ss), d, eps);
-  for (int c = lane; c < d; c += 32) store(out, base + c, km::rmsnorm_out(load(inp, base + c), r, load(w, c)));
-  if (lane == 0) rstd[n * H + h] = r;
+  for (int c = lane; c < width; c += 32) ss += load(inp, base + c) * load(inp, base + c);
+  const float r = km::norm_rstd(warp_sum(ss), width, eps);
+  for (int c = lane; c < width; c += 32)
+    store(out, base + c, km::rmsnorm_out(load(inp, base + c), r, load(w, c) + wofs));
+  if (lane == 0) rstd[n * G + g] = r;
 }
 
 // In place: every lane reads its elements of dy before the warp's sum, then writes them.
 template <typename T>
-__global__ void qk_rmsnorm_dx_kernel(T* g, const T* inp, const T* qkw, const float* rstd, int64_t N, int NH, int NKV,
-                                     int d) {
+__global__ void qk_rmsnorm_dx_kernel(T* g, const T* inp, const T* qkw, const float* rstd, int64_t N,
+                                     km::QkNormGroups q, float wofs) {
   const int64_t k = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int H = NH + NKV;
-  if (k >= N * H) return;
-  const int64_t n = k / H;
-  const int h = int(k % H);
-  const int64_t base = n * int64_t(H + NKV) * d + int64_t(h) * d;
-  const T* w = qkw + (h < NH ? 0 : d);
+  const int G = q.count();
+  if (k >= N * G) return;
+  const int64_t n = k / G;
+  const int grp = int(k % G), width = q.width(grp);
+  const int64_t base = n * q.row_width() + q.column(grp);
+  const T* w = qkw + q.weight_at(grp);
   const float r = rstd[k];
   float dot = 0;
-  for (int c = lane; c < d; c += 32) dot += load(w, c) * load(g, base + c) * load(inp, base + c) * r;
-  dot = warp_sum(dot) / float(d);
-  for (int c = lane; c < d; c += 32)
-    store(g, base + c, km::rmsnorm_dx(load(inp, base + c), r, load(w, c), load(g, base + c), dot));
+  for (int c = lane; c < width; c += 32) dot += (load(w, c) + wofs) * load(g, base + c) * load(inp, base + c) * r;
+  dot = warp_sum(dot) / float(width);
+  for (int c = lane; c < width; c += 32)
+    store(g, base + c, km::rmsnorm_dx(load(inp, base + c), r, load(w, c) + wofs, load(g, base + c), dot));
 }
 
-// grid (column strips of 2d, slices): partial[slice][c] = Σ x̂·dy over the slice's rows of
-// the q heads (c < d) or the k heads (c >= d); then added in slice order.
+// grid (column strips of the weights, slices): partial[slice][c] = Σ x̂·dy over the slice's
+// (row, user) pairs of weight column c; then added in slice order.
 template <typename T>
-__global__ void qk_norm_partial_kernel(float* partial, const T* g, const T* inp, const float* rstd, int64_t N, int NH,
-                                       int NKV, int d, int slices) {
-  const int c2 = blockIdx.x * blockDim.x + threadIdx.x;
+__global__ void qk_norm_partial_kernel(float* partial, const T* g, const T* inp, const float* rstd, int64_t N,
+                                       km::QkNormGroups q, int slices) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int s = blockIdx.y;
-  if (c2 >= 2 * d) return;
-  const int group = c2 / d, c = c2 % d, heads = group ? NKV : NH, first = group ? NH : 0, H = NH + NKV;
-  const int64_t rows = N * heads, lo = km::slice_begin(rows, slices, s), hi = km::slice_begin(rows, slices, s + 1);
+  if (c >= q.weights()) return;
+  const int users = q.users(c), G = q.count();
+  const int64_t rows = N * users, lo = km::slice_begin(rows, slices, s), hi = km::slice_begin(rows, slices, s + 1);
   float a = 0;
   for (int64_t r = lo; r < hi; ++r) {
-    const int64_t n = r / heads;
-    const int h = first + int(r % heads);
-    const int64_t at = n * int64_t(H + NKV) * d + int64_t(h) * d + c;
-    a += load(inp, at) * rstd[n * H + h] * load(g, at);
+    const int64_t n = r / users;
+    const int u = int(r % users);
+    const int64_t at = n * q.row_width() + q.user_column(c, u);
+    a += load(inp, at) * rstd[n * G + q.user_group(c, u)] * load(g, at);
   }
-  partial[int64_t(s) * 2 * d + c2] = a;
+  partial[int64_t(s) * q.weights() + c] = a;
 }
 
-__global__ void qk_norm_finish_kernel(float* dw, const float* partial, int d, int slices) {
-  const int c2 = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c2 >= 2 * d) return;
+__global__ void qk_norm_finish_kernel(float* dw, const float* partial, int64_t weights, int slices) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= weights) return;
   float a = 0;
-  for (int s = 0; s < slices; ++s) a += partial[int64_t(s) * 2 * d + c2];
-  dw[c2] += a;
+  for (int s = 0; s < slices; ++s) a += partial[int64_t(s) * weights + c];
+  dw[c] += a;
 }
 
 // packed [N, 3·NH·d] from fused [N, (NH + 2·NKV)·d]: one thread per packed element.
@@ -165,37 +169,40 @@ void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int fir
 }
 
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
-                        int n_kv_head, int head_dim, float eps, int dtype, void* stream) {
-  const int64_t rows = N * (n_head + 2 * n_kv_head);
+                        int n_kv_head, int head_dim, float eps, const QkNormSpec& spec, int dtype, void* stream) {
+  const km::QkNormGroups q = km::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
+  const int64_t rows = N * (q.count() + n_kv_head);
   if (rows == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     qk_rmsnorm_kernel<<<km::grid_for_rows(rows), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(qk_weight), N, n_head, n_kv_head,
-        head_dim, eps);
+        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(qk_weight), N, q,
+        spec.weight_offset, eps);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
 void qk_rmsnorm_backward(void* dfused, float* dqk_weight, const void* inp, const void* qk_weight, const float* rstd,
-                         int64_t N, int n_head, int n_kv_head, int head_dim, int dtype, void* scratch, void* stream) {
+                         int64_t N, int n_head, int n_kv_head, int head_dim, const QkNormSpec& spec, int dtype,
+                         void* scratch, void* stream) {
   if (N == 0) return;
+  const km::QkNormGroups q = km::qk_norm_groups(n_head, n_kv_head, head_dim, spec);
   // One slice count for both groups (the q heads' rows, the larger), so the scratch is one size.
   const int slices = km::column_slices(N * n_head);
-  const unsigned strips = unsigned((2 * head_dim + km::kThreads - 1) / km::kThreads);
+  const unsigned strips = unsigned((q.weights() + km::kThreads - 1) / km::kThreads);
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     E* g = static_cast<E*>(dfused);
     const E* x = static_cast<const E*>(inp);
     // The weight's gradient first: the dx kernel overwrites dy.
     qk_norm_partial_kernel<<<dim3(strips, unsigned(slices)), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<float*>(scratch), g, x, rstd, N, n_head, n_kv_head, head_dim, slices);
+        static_cast<float*>(scratch), g, x, rstd, N, q, slices);
     STRATA_CUDA_CHECK_LAUNCH();
     qk_norm_finish_kernel<<<strips, km::kThreads, 0, as_stream(stream)>>>(dqk_weight, static_cast<float*>(scratch),
-                                                                          head_dim, slices);
+                                                                          q.weights(), slices);
     STRATA_CUDA_CHECK_LAUNCH();
-    qk_rmsnorm_dx_kernel<<<km::grid_for_rows(N * (n_head + n_kv_head)), km::kThreads, 0, as_stream(stream)>>>(
-        g, x, static_cast<const E*>(qk_weight), rstd, N, n_head, n_kv_head, head_dim);
+    qk_rmsnorm_dx_kernel<<<km::grid_for_rows(N * q.count()), km::kThreads, 0, as_stream(stream)>>>(
+        g, x, static_cast<const E*>(qk_weight), rstd, N, q, spec.weight_offset);
     STRATA_CUDA_CHECK_LAUNCH();
   });
 }

@@ -56,7 +56,8 @@ __global__ void layernorm_dx_kernel(E* dinp, const E* dout, const E* inp, const 
 }
 
 template <typename E>
-__global__ void rmsnorm_kernel(E* out, float* rstd, const E* inp, const E* w, float eps, int64_t N, int64_t C) {
+__global__ void rmsnorm_kernel(E* out, float* rstd, const E* inp, const E* w, float wofs, float eps, int64_t N,
+                               int64_t C) {
   const int64_t n = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -64,13 +65,13 @@ __global__ void rmsnorm_kernel(E* out, float* rstd, const E* inp, const E* w, fl
   float ss = 0;
   for (int64_t c = lane; c < C; c += 32) ss += load(x, c) * load(x, c);
   const float r = km::norm_rstd(warp_sum(ss), int(C), eps);
-  for (int64_t c = lane; c < C; c += 32) store(out, n * C + c, km::rmsnorm_out(load(x, c), r, load(w, c)));
+  for (int64_t c = lane; c < C; c += 32) store(out, n * C + c, km::rmsnorm_out(load(x, c), r, load(w, c) + wofs));
   if (lane == 0) rstd[n] = r;
 }
 
 template <typename E>
-__global__ void rmsnorm_dx_kernel(E* dinp, const E* dout, const E* inp, const E* w, const float* rstd, int64_t N,
-                                  int64_t C) {
+__global__ void rmsnorm_dx_kernel(E* dinp, const E* dout, const E* inp, const E* w, float wofs, const float* rstd,
+                                  int64_t N, int64_t C) {
   const int64_t n = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (n >= N) return;
@@ -78,10 +79,11 @@ __global__ void rmsnorm_dx_kernel(E* dinp, const E* dout, const E* inp, const E*
   const E* dy = dout + n * C;
   const float r = rstd[n];
   float dot = 0;
-  for (int64_t c = lane; c < C; c += 32) dot += load(w, c) * load(dy, c) * load(x, c) * r;
+  for (int64_t c = lane; c < C; c += 32) dot += (load(w, c) + wofs) * load(dy, c) * load(x, c) * r;
   dot = warp_sum(dot) / float(C);
   for (int64_t c = lane; c < C; c += 32)
-    store(dinp, n * C + c, load(dinp, n * C + c) + km::rmsnorm_dx(load(x, c), r, load(w, c), load(dy, c), dot));
+    store(dinp, n * C + c,
+          load(dinp, n * C + c) + km::rmsnorm_dx(load(x, c), r, load(w, c) + wofs, load(dy, c), dot));
 }
 
 // What a column sum adds per element: dy (bias), x̂·dy and dy (layernorm), x̂·dy (rmsnorm).
@@ -166,26 +168,27 @@ void layernorm_backward(void* dinp, float* dweight, float* dbias, const void* do
   });
 }
 
-void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight, float eps, int64_t N, int64_t C,
-                     int dtype, void* stream) {
+void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight, float weight_offset, float eps,
+                     int64_t N, int64_t C, int dtype, void* stream) {
   if (N == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     rmsnorm_kernel<<<km::grid_for_rows(N), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(weight), eps, N, C);
+        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(weight), weight_offset, eps, N, C);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
 void rmsnorm_backward(void* dinp, float* dweight, const void* dout, const void* inp, const void* weight,
-                      const float* rstd, int64_t N, int64_t C, int dtype, void* scratch, void* stream) {
+                      float weight_offset, const float* rstd, int64_t N, int64_t C, int dtype, void* scratch,
+                      void* stream) {
   if (N == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     const E* dy = static_cast<const E*>(dout);
     const E* x = static_cast<const E*>(inp);
     rmsnorm_dx_kernel<<<km::grid_for_rows(N), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(dinp), dy, x, static_cast<const E*>(weight), rstd, N, C);
+        static_cast<E*>(dinp), dy, x, static_cast<const E*>(weight), weight_offset, rstd, N, C);
     STRATA_CUDA_CHECK_LAUNCH();
     column_sums<ColumnTerm::rmsnorm>(dweight, nullptr, dy, x, nullptr, rstd, N, C, scratch, as_stream(stream));
   });

@@ -13,6 +13,7 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "kernels/cuda_backend.h"
+#include "kernels/math/qk_norm_math.h"
 #include "kernels/cuda_ops.h"
 
 namespace strata {
@@ -136,12 +137,14 @@ TEST_F(CudaParity, Norms) {
     cpu_.layernorm_backward(dx.c(), dw.c(), db.c(), dy.c(), x.c(), w.c(), mean.c(), rstd.c());
     gpu_->layernorm_backward(dx.g(), dw.g(), db.g(), dy.g(), x.g(), w.g(), mean.g(), rstd.g());
     expect_match(dx, tol(t), "layernorm dx"), expect_match(dw, 1e-5, "dweight"), expect_match(db, 1e-5, "dbias");
-    cpu_.rmsnorm_forward(y.c(), rstd.c(), x.c(), w.c(), 1e-6f);
-    gpu_->rmsnorm_forward(y.g(), rstd.g(), x.g(), w.g(), 1e-6f);
-    expect_match(y, tol(t), "rmsnorm");
-    cpu_.rmsnorm_backward(dx.c(), dw.c(), dy.c(), x.c(), w.c(), rstd.c());
-    gpu_->rmsnorm_backward(dx.g(), dw.g(), dy.g(), x.g(), w.g(), rstd.g());
-    expect_match(dx, tol(t), "rmsnorm dx"), expect_match(dw, 1e-5, "rmsnorm dweight");
+    for (const float wofs : {0.0f, 1.0f}) {  // the weight, and Gemma's 1 + w
+      cpu_.rmsnorm_forward(y.c(), rstd.c(), x.c(), w.c(), 1e-6f, wofs);
+      gpu_->rmsnorm_forward(y.g(), rstd.g(), x.g(), w.g(), 1e-6f, wofs);
+      expect_match(y, tol(t), "rmsnorm");
+      cpu_.rmsnorm_backward(dx.c(), dw.c(), dy.c(), x.c(), w.c(), rstd.c(), wofs);
+      gpu_->rmsnorm_backward(dx.g(), dw.g(), dy.g(), x.g(), w.g(), rstd.g(), wofs);
+      expect_match(dx, tol(t), "rmsnorm dx"), expect_match(dw, 1e-5, "rmsnorm dweight");
+    }
   }
 }
 
@@ -211,16 +214,19 @@ TEST_F(CudaParity, LlamaOps) {
         expect_match(fused, tol(t), "rope");
       }
     }
-    {  // Qwen3's q/k norm: forward out of place, backward in place on dfused
-      Pair raw = randp(t, {B, T, Wf}, 7), qkw = randp(t, {2 * hd}, 8), out = randp(t, {B, T, Wf}, 9);
-      Pair rstd = randp(DType::f32, {B, T, NH + NKV}, 10), dfused = randp(t, {B, T, Wf}, 11);
-      Pair dw = randp(DType::f32, {2 * hd}, 12);
-      cpu_.qk_rmsnorm_forward(out.c(), rstd.c(), raw.c(), qkw.c(), NH, NKV, hd, 1e-6f);
-      gpu_->qk_rmsnorm_forward(out.g(), rstd.g(), raw.g(), qkw.g(), NH, NKV, hd, 1e-6f);
+    // The q/k norm per head (Qwen3; Gemma-3's with 1 + w) and whole (OLMo-2): forward out of
+    // place, backward in place on dfused.
+    for (const QkNormSpec& spec : {QkNormSpec{}, QkNormSpec{false, 1.0f}, QkNormSpec{true, 0.0f}}) {
+      const kernel_math::QkNormGroups q = kernel_math::qk_norm_groups(NH, NKV, hd, spec);
+      Pair raw = randp(t, {B, T, Wf}, 7), qkw = randp(t, {q.weights()}, 8), out = randp(t, {B, T, Wf}, 9);
+      Pair rstd = randp(DType::f32, {B, T, q.count()}, 10), dfused = randp(t, {B, T, Wf}, 11);
+      Pair dw = randp(DType::f32, {q.weights()}, 12);
+      cpu_.qk_rmsnorm_forward(out.c(), rstd.c(), raw.c(), qkw.c(), NH, NKV, hd, 1e-6f, spec);
+      gpu_->qk_rmsnorm_forward(out.g(), rstd.g(), raw.g(), qkw.g(), NH, NKV, hd, 1e-6f, spec);
       expect_match(out, tol(t), "qk_rmsnorm forward");
       expect_match(rstd, 1e-5, "qk_rmsnorm rstd");
-      cpu_.qk_rmsnorm_backward(dfused.c(), dw.c(), raw.c(), qkw.c(), rstd.c(), NH, NKV, hd);
-      gpu_->qk_rmsnorm_backward(dfused.g(), dw.g(), raw.g(), qkw.g(), rstd.g(), NH, NKV, hd);
+      cpu_.qk_rmsnorm_backward(dfused.c(), dw.c(), raw.c(), qkw.c(), rstd.c(), NH, NKV, hd, spec);
+      gpu_->qk_rmsnorm_backward(dfused.g(), dw.g(), raw.g(), qkw.g(), rstd.g(), NH, NKV, hd, spec);
       expect_match(dfused, tol(t), "qk_rmsnorm backward");
       expect_match(dw, 1e-3, "qk_rmsnorm dweight");
     }

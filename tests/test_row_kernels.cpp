@@ -87,34 +87,38 @@ void RowKernels::norms(double tol) {
     test::expect_close(widen(dx).data(), ref_dx.data(), ref.size(), tol, tol, "layernorm dx");
     test::expect_close(pdw.data(), ref_dw.data(), ref.size(), 1e-5, 1e-5, "layernorm dw");
     test::expect_close(pdb.data(), ref_db.data(), ref.size(), 1e-6, 1e-6, "layernorm db");
-    // RMSNorm forward and backward, accumulating and in place (dx is dy).
-    double ss = 0;
-    for (float e : xf) ss += double(e) * e;
-    const double rr = 1.0 / std::sqrt(ss / double(C) + 1e-6);
-    double dot = 0;
-    for (int64_t c = 0; c < C; ++c) {
-      ref[c] = float(xf[c] * rr * wf[c]);
-      dot += wf[c] * dyf[c] * xf[c] * rr;
+    // RMSNorm forward and backward, accumulating and in place (dx is dy), with the scale w and
+    // with Gemma's 1 + w.
+    for (const float wofs : {0.0f, 1.0f}) {
+      SCOPED_TRACE("weight offset " + std::to_string(wofs));
+      double ss = 0;
+      for (float e : xf) ss += double(e) * e;
+      const double rr = 1.0 / std::sqrt(ss / double(C) + 1e-6);
+      double dot = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        ref[c] = float(xf[c] * rr * (wf[c] + wofs));
+        dot += (wf[c] + wofs) * dyf[c] * xf[c] * rr;
+      }
+      dot /= double(C);
+      for (int64_t c = 0; c < C; ++c) {
+        const double norm = xf[c] * rr, d = rr * ((wf[c] + wofs) * dyf[c] - norm * dot);
+        ref_dw[c] = float(0.25 + norm * dyf[c]);
+        ref_dx[c] = float(dx0f[c] + d);
+        ref_db[c] = float(d);  // the in-place result
+      }
+      float rs = 0;
+      k.rmsnorm_forward(y.data(), x.data(), w.data(), wofs, C, 1e-6f, &rs);
+      test::expect_close(widen(y).data(), ref.data(), ref.size(), tol, tol, "rmsnorm forward");
+      EXPECT_NEAR(rs, rr, 1e-4 * rr);
+      dx = dx0;
+      std::fill(pdw.begin(), pdw.end(), 0.25f);
+      k.rmsnorm_backward(dx.data(), dy.data(), x.data(), w.data(), wofs, rs, C, pdw.data(), true);
+      test::expect_close(widen(dx).data(), ref_dx.data(), ref.size(), tol, tol, "rmsnorm dx (accumulated)");
+      test::expect_close(pdw.data(), ref_dw.data(), ref.size(), 1e-5, 1e-5, "rmsnorm dw");
+      std::vector<T> g = dy;
+      k.rmsnorm_backward(g.data(), g.data(), x.data(), w.data(), wofs, rs, C, pdw.data(), false);
+      test::expect_close(widen(g).data(), ref_db.data(), ref.size(), tol, tol, "rmsnorm dx (in place)");
     }
-    dot /= double(C);
-    for (int64_t c = 0; c < C; ++c) {
-      const double norm = xf[c] * rr, d = rr * (wf[c] * dyf[c] - norm * dot);
-      ref_dw[c] = float(0.25 + norm * dyf[c]);
-      ref_dx[c] = float(dx0f[c] + d);
-      ref_db[c] = float(d);  // the in-place result
-    }
-    float rs = 0;
-    k.rmsnorm_forward(y.data(), x.data(), w.data(), C, 1e-6f, &rs);
-    test::expect_close(widen(y).data(), ref.data(), ref.size(), tol, tol, "rmsnorm forward");
-    EXPECT_NEAR(rs, rr, 1e-4 * rr);
-    dx = dx0;
-    std::fill(pdw.begin(), pdw.end(), 0.25f);
-    k.rmsnorm_backward(dx.data(), dy.data(), x.data(), w.data(), rs, C, pdw.data(), true);
-    test::expect_close(widen(dx).data(), ref_dx.data(), ref.size(), tol, tol, "rmsnorm dx (accumulated)");
-    test::expect_close(pdw.data(), ref_dw.data(), ref.size(), 1e-5, 1e-5, "rmsnorm dw");
-    std::vector<T> g = dy;
-    k.rmsnorm_backward(g.data(), g.data(), x.data(), w.data(), rs, C, pdw.data(), false);
-    test::expect_close(widen(g).data(), ref_db.data(), ref.size(), tol, tol, "rmsnorm dx (in place)");
   }
 }
 

@@ -44,6 +44,7 @@ STRATA_HD float layernorm_dx(float x, float mean, float rstd, float w, float dy,
   const float norm = (x - mean) * rstd;
   return (w * dy - dnorm_mean - norm * dnorm_norm_mean) * rstd;
 }
+// (w: the scale, the weight plus any offset, as Gemma's 1 + w)
 STRATA_HD float rmsnorm_out(float x, float rstd, float w) { return x * rstd * w; }
 // dx += rstd·(w·dy - x̂·dot), dot = mean(w·dy·x̂), x̂ = x·rstd
 STRATA_HD float rmsnorm_dx(float x, float rstd, float w, float dy, float dot) {

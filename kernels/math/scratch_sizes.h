@@ -20,9 +20,10 @@ constexpr int kTokenSlots = 4;
 inline size_t norm_backward_scratch_bytes(int64_t N, int64_t C) { return size_t(column_slices(N)) * size_t(C) * 2 * 4; }
 // A bias gradient's column sums: per column slice, one partial row.
 inline size_t column_sum_scratch_bytes(int64_t N, int64_t C) { return size_t(column_slices(N)) * size_t(C) * 4; }
-// q/k RMSNorm's backward: per column slice of N·heads rows, partial q and k weight rows.
-inline size_t qk_norm_scratch_bytes(int64_t N, int n_head, int head_dim) {
-  return size_t(column_slices(N * n_head)) * size_t(2 * head_dim) * 4;
+// q/k RMSNorm's backward: per column slice of N·heads rows, a partial row of the q and k
+// weights (`weights` of them: 2·head_dim per head, (NH + NKV)·head_dim whole).
+inline size_t qk_norm_scratch_bytes(int64_t N, int n_head, int64_t weights) {
+  return size_t(column_slices(N * n_head)) * size_t(weights) * 4;
 }
 // Attention's backward: D = rowsum(dO ∘ O), one f32 per (batch, query, head).
 inline size_t attention_backward_scratch_bytes(int B, int T, int NH) {
@@ -43,7 +44,7 @@ inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
   const int64_t N = s.rows();
   const int64_t columns = std::max({s.width, s.widest, s.qkv_width, 3 * s.width});
   const size_t largest = std::max({norm_backward_scratch_bytes(N, s.width), column_sum_scratch_bytes(N, columns),
-                                   qk_norm_scratch_bytes(N, int(s.n_head), int(s.head_dim)),
+                                   qk_norm_scratch_bytes(N, int(s.n_head), std::max<int64_t>(2 * s.head_dim, s.qkv_width)),
                                    attention_backward_scratch_bytes(int(s.batch), int(s.seq_len), int(s.n_head))});
   return double(kGemmWorkspaceBytes) + 2.0 * double(largest) + double(streams) * double(square_sum_scratch_bytes()) +
          double(rope_table_bytes(s.seq_len, int(s.head_dim))) + double(kTokenSlots) * double(N) * 4;

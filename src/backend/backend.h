@@ -174,20 +174,24 @@ class Backend {
                                               int vocab, float dloss, double* loss_sum, double loss_divisor,
                                               double loss_weight) = 0;
   // ---- Llama-family ops ----
-  // out[N,C] = inp · rstd · weight, rstd = (mean inp² + eps)^-1/2 saved f32 [N]
-  virtual void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps) = 0;
+  // out[N,C] = inp · rstd · (weight + weight_offset), rstd = (mean inp² + eps)^-1/2 saved f32
+  // [N] (Gemma's norms scale by 1 + w: weight_offset 1)
+  virtual void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
+                               float weight_offset = 0.0f) = 0;
   // dinp += ...; dweight (f32) += ...
   virtual void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,
-                                TensorView rstd) = 0;
-  // Qwen3's per-head q/k RMSNorm on fused q|k|v rows [N, (NH+2·NKV)·d]: out = inp with each
-  // q head normalised by qk_weight[0:d] and each k head by qk_weight[d:2d], v copied; rstd
-  // f32 [N, NH+NKV].
+                                TensorView rstd, float weight_offset = 0.0f) = 0;
+  // The q/k RMSNorm on fused q|k|v rows [N, (NH+2·NKV)·d]: out = inp with the q and k heads
+  // normalised, per head (Qwen3: each q head by qk_weight[0:d], each k head by qk_weight[d:2d])
+  // or whole (OLMo-2: the q heads as one vector by qk_weight[0:NH·d], the k heads by the rest),
+  // as `spec` says (kernels/math/qk_norm_math.h); v copied; rstd f32 [N, groups].
   virtual void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView qk_weight, int n_head,
-                                  int n_kv_head, int head_dim, float eps) = 0;
+                                  int n_kv_head, int head_dim, float eps, const QkNormSpec& spec = {}) = 0;
   // In place on dfused [N, (NH+2·NKV)·d]: the q and k heads' gradients taken back through the
-  // norm (= dinp, not +=; the v heads untouched); dqk_weight (f32 [2d]) += its gradient.
+  // norm (= dinp, not +=; the v heads untouched); dqk_weight (f32) += its gradient.
   virtual void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
-                                   TensorView rstd, int n_head, int n_kv_head, int head_dim) = 0;
+                                   TensorView rstd, int n_head, int n_kv_head, int head_dim,
+                                   const QkNormSpec& spec = {}) = 0;
   // Rotary embeddings in place on heads [first, first+heads) (width head_dim) of x[B,T,W]:
   // (x_i, x_{i+d/2}) rotated by t·inv_freq_i (kernels/math/rope_math.h: theta^(-2i/d), then
   // rope_scaling); inverse rotates back (the backward).

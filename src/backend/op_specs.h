@@ -35,6 +35,13 @@ struct AttentionSpec {
   float softcap = 0.0f;  // > 0: each score s becomes softcap·tanh(s/softcap) before the softmax (Gemma-2)
 };
 
+// How the q/k RMSNorm normalises (Backend::qk_rmsnorm_forward, kernels/math/qk_norm_math.h).
+struct QkNormSpec {
+  bool whole = false;          // false: each head on its own (Qwen3, Gemma-3); true: all q heads as one vector, all
+                               // k heads as another (OLMo-2)
+  float weight_offset = 0.0f;  // the scale is (weight_offset + w): Gemma's norms take 1
+};
+
 struct DropoutSpec {
   float p = 0.0f;          // drop probability; 0: the op is the identity
   float scale = 1.0f;      // 1/(1-p), the kept elements' factor
