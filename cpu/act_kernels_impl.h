@@ -102,8 +102,24 @@ void swiglu_backward(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t 
 }
 
 template <class V, class T>
+void geglu_forward(T* y, const T* g, const T* u, int64_t n) {
+  vectors<V>(n, [&](int64_t i, int64_t w) { store<V>(y, i, w, V::mul(gelu<V>(load<V>(g, i, w)), load<V>(u, i, w))); });
+}
+
+// dg = dy·u·gelu'(g), du = dy·gelu(g).
+template <class V, class T>
+void geglu_backward(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t n) {
+  vectors<V>(n, [&](int64_t i, int64_t w) {
+    const auto gv = load<V>(g, i, w), dyv = load<V>(dy, i, w);
+    store<V>(dg, i, w, V::mul(V::mul(dyv, load<V>(u, i, w)), gelu_grad<V>(gv)));
+    store<V>(du, i, w, V::mul(dyv, gelu<V>(gv)));
+  });
+}
+
+template <class V, class T>
 ActRows<T> act_rows() {
-  return {gelu_forward<V, T>, gelu_backward<V, T>, swiglu_forward<V, T>, swiglu_backward<V, T>};
+  return {gelu_forward<V, T>,  gelu_backward<V, T>,  swiglu_forward<V, T>,
+          swiglu_backward<V, T>, geglu_forward<V, T>, geglu_backward<V, T>};
 }
 
 }  // namespace strata::cpu::act_impl

@@ -257,9 +257,11 @@ void CpuBackend::gqa_expand(TensorView packed, TensorView fused, int n_head, int
 void CpuBackend::gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) {
   cpu::gqa_reduce(h(dfused), h(dpacked), n_head, n_kv_head, head_dim);
 }
-void CpuBackend::swiglu_forward(TensorView out, TensorView gate_up) { cpu::swiglu_forward(h(out), h(gate_up)); }
-void CpuBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
-  cpu::swiglu_backward(h(dgate_up), h(gate_up), h(dout));
+void CpuBackend::swiglu_forward(TensorView out, TensorView gate_up, GatedAct act) {
+  cpu::swiglu_forward(h(out), h(gate_up), act);
+}
+void CpuBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout, GatedAct act) {
+  cpu::swiglu_backward(h(dgate_up), h(gate_up), h(dout), act);
 }
 void CpuBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                 int vocab, float dloss, double* loss_sum, double loss_divisor,

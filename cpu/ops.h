@@ -51,8 +51,8 @@ void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView in
 void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse);
 void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim);
 void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);
-void swiglu_forward(TensorView out, TensorView gate_up);
-void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout);
+void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu);
+void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout, GatedAct act = GatedAct::silu);
 
 // Calls f(T{}) with T = float, bf16 or f16 for an activation tensor's dtype.
 template <typename F>

@@ -240,20 +240,20 @@ void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head
   });
 }
 
-void swiglu_forward(TensorView out, TensorView gate_up) {
-  // gate_up [N, 2I] = gate | up  ->  out [N, I] = silu(gate) · up
+void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act) {
+  // gate_up [N, 2I] = gate | up  ->  out [N, I] = act(gate) · up
   const int64_t I = last_dim(out), N = out.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_forward", "gate_up");
   dispatch_act(out.dtype, [&]<typename T>(T) {
     T* const y = out.as<T>();
     const T* const gu = gate_up.as<T>();
-    const auto f = act_rows<T>().swiglu_forward;
+    const auto f = act == GatedAct::silu ? act_rows<T>().swiglu_forward : act_rows<T>().geglu_forward;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n) f(y + n * I, gu + n * 2 * I, gu + n * 2 * I + I, I);
   });
 }
 
-void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
+void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout, GatedAct act) {
   const int64_t I = last_dim(dout), N = dout.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_backward", "gate_up");
   expect_numel(dgate_up, 2 * N * I, "swiglu_backward", "dgate_up");
@@ -261,7 +261,7 @@ void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
     T* const d = dgate_up.as<T>();
     const T* const gu = gate_up.as<T>();
     const T* const dy = dout.as<T>();
-    const auto f = act_rows<T>().swiglu_backward;
+    const auto f = act == GatedAct::silu ? act_rows<T>().swiglu_backward : act_rows<T>().geglu_backward;
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; ++n)
       f(d + n * 2 * I, d + n * 2 * I + I, gu + n * 2 * I, gu + n * 2 * I + I, dy + n * I, I);

@@ -51,6 +51,8 @@ struct ActRows {
   void (*gelu_backward)(T* dx, const T* x, const T* dy, int64_t n);  // dx = gelu'(x)·dy
   void (*swiglu_forward)(T* y, const T* g, const T* u, int64_t n);   // y = silu(g)·u
   void (*swiglu_backward)(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t n);
+  void (*geglu_forward)(T* y, const T* g, const T* u, int64_t n);  // y = gelu(g)·u (tanh GELU)
+  void (*geglu_backward)(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t n);
 };
 
 template <typename T>

@@ -77,8 +77,9 @@ class CudaBackend final : public Backend {
   void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) override;
   void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
   void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;
-  void swiglu_forward(TensorView out, TensorView gate_up) override;
-  void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) override;
+  void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu) override;
+  void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout,
+                       GatedAct act = GatedAct::silu) override;
   void cast(TensorView dst, TensorView src) override;
 
  private:

@@ -225,17 +225,17 @@ void CudaBackend::gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, 
   launch::gqa_reduce(dfused.data, dpacked.data, N, n_head, n_kv_head, head_dim, int(dfused.dtype), cs());
 }
 
-void CudaBackend::swiglu_forward(TensorView out, TensorView gate_up) {
+void CudaBackend::swiglu_forward(TensorView out, TensorView gate_up, GatedAct act) {
   const int64_t I = last_dim(out), N = out.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_forward", "gate_up");
-  launch::swiglu_forward(out.data, gate_up.data, N, I, int(out.dtype), cs());
+  launch::swiglu_forward(out.data, gate_up.data, N, I, act, int(out.dtype), cs());
 }
 
-void CudaBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) {
+void CudaBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout, GatedAct act) {
   const int64_t I = last_dim(dout), N = dout.numel() / I;
   expect_numel(gate_up, 2 * N * I, "swiglu_backward", "gate_up");
   expect_numel(dgate_up, 2 * N * I, "swiglu_backward", "dgate_up");
-  launch::swiglu_backward(dgate_up.data, gate_up.data, dout.data, N, I, int(dout.dtype), cs());
+  launch::swiglu_backward(dgate_up.data, gate_up.data, dout.data, N, I, act, int(dout.dtype), cs());
 }
 
 void CudaBackend::cast(TensorView dst, TensorView src) {

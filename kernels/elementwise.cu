@@ -51,19 +51,19 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, int64
 }
 
 template <typename T>
-__global__ void swiglu_kernel(T* out, const T* gu, int64_t N, int64_t I) {
+__global__ void swiglu_kernel(T* out, const T* gu, int64_t N, int64_t I, GatedAct act) {
   STRATA_GRID_STRIDE(k, N * I) {
     const int64_t n = k / I, i = k % I;
-    store(out, k, km::swiglu(load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i)));
+    store(out, k, km::gated(act, load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i)));
   }
 }
 
 template <typename T>
-__global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, int64_t N, int64_t I) {
+__global__ void swiglu_backward_kernel(T* dgu, const T* gu, const T* dout, int64_t N, int64_t I, GatedAct act) {
   STRATA_GRID_STRIDE(k, N * I) {
     const int64_t n = k / I, i = k % I;
     float dg, du;
-    km::swiglu_grad(load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i), load(dout, k), &dg, &du);
+    km::gated_grad(act, load(gu, n * 2 * I + i), load(gu, n * 2 * I + I + i), load(dout, k), &dg, &du);
     store(dgu, n * 2 * I + i, dg);
     store(dgu, n * 2 * I + I + i, du);
   }
@@ -142,23 +142,23 @@ void gelu_backward(void* dinp, const void* inp, const void* dout, int64_t n, int
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, int dtype, void* stream) {
+void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, GatedAct act, int dtype, void* stream) {
   if (N * I == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using T = STRATA_ELEM(tag);
-    swiglu_kernel<<<km::grid_for(N * I), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(out),
-                                                                               static_cast<const T*>(gate_up), N, I);
+    swiglu_kernel<<<km::grid_for(N * I), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(out), static_cast<const T*>(gate_up), N, I, act);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, int dtype,
-                     void* stream) {
+void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, GatedAct act,
+                     int dtype, void* stream) {
   if (N * I == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using T = STRATA_ELEM(tag);
     swiglu_backward_kernel<<<km::grid_for(N * I), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<T*>(dgate_up), static_cast<const T*>(gate_up), static_cast<const T*>(dout), N, I);
+        static_cast<T*>(dgate_up), static_cast<const T*>(gate_up), static_cast<const T*>(dout), N, I, act);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

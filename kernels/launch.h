@@ -20,9 +20,10 @@ void gelu_forward(void* out, const void* inp, int64_t n, int dtype, void* stream
 // x [n elements, rows of W, T rows per sample] in place times each element's dropout factor.
 void dropout(void* x, int64_t n, int64_t T, int64_t W, const DropoutSpec& drop, int dtype, void* stream);
 void gelu_backward(void* dinp, const void* inp, const void* dout, int64_t n, int dtype, void* stream);
-void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, int dtype, void* stream);
-void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, int dtype,
-                     void* stream);
+// The gated MLP (Backend::swiglu_*): act(gate)·up, SiLU or tanh GELU.
+void swiglu_forward(void* out, const void* gate_up, int64_t N, int64_t I, GatedAct act, int dtype, void* stream);
+void swiglu_backward(void* dgate_up, const void* gate_up, const void* dout, int64_t N, int64_t I, GatedAct act,
+                     int dtype, void* stream);
 // out[n, c] += bias[c] (bias in bias_dtype), for matmuls whose epilogue cannot take the bias.
 void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_t N, int64_t C, void* stream);
 

@@ -116,12 +116,14 @@ TEST_F(CudaParity, ElementwiseOps) {
     gpu_->gelu_backward(out.g(), a.g(), b.g());
     expect_match(out, tol(t), "gelu backward");
     Pair gu = randp(t, {N, 2 * C}, 4), y = randp(t, {N, C}, 5), dgu = randp(t, {N, 2 * C}, 6);
-    cpu_.swiglu_forward(y.c(), gu.c());
-    gpu_->swiglu_forward(y.g(), gu.g());
-    expect_match(y, tol(t), "swiglu");
-    cpu_.swiglu_backward(dgu.c(), gu.c(), b.c());
-    gpu_->swiglu_backward(dgu.g(), gu.g(), b.g());
-    expect_match(dgu, tol(t), "swiglu backward");
+    for (GatedAct act : {GatedAct::silu, GatedAct::gelu_tanh}) {  // SwiGLU and GeGLU
+      cpu_.swiglu_forward(y.c(), gu.c(), act);
+      gpu_->swiglu_forward(y.g(), gu.g(), act);
+      expect_match(y, tol(t), "swiglu");
+      cpu_.swiglu_backward(dgu.c(), gu.c(), b.c(), act);
+      gpu_->swiglu_backward(dgu.g(), gu.g(), b.g(), act);
+      expect_match(dgu, tol(t), "swiglu backward");
+    }
   }
 }
 

@@ -69,6 +69,30 @@ TEST_F(KernelMath, SwiGluAndItsGradient) {
   expect_close(dgot, dref, 1e-6f, "swiglu'");
 }
 
+// GeGLU (Gemma's MLP): the CPU op's vector tanh against the kernels' scalar math, and the
+// gradient against central differences of the forward.
+TEST_F(KernelMath, GeGluAndItsGradient) {
+  const int64_t N = 7, I = 33;
+  auto gu = randn(size_t(N * 2 * I), 13, 2.0f), dy = randn(size_t(N * I), 14);
+  std::vector<float> ref(static_cast<size_t>(N * I)), dref(static_cast<size_t>(N * 2 * I)),
+      got(static_cast<size_t>(N * I)), dgot(static_cast<size_t>(N * 2 * I)), fd(static_cast<size_t>(N * 2 * I));
+  cpu::swiglu_forward(f32(ref, {N, I}), f32(gu, {N, 2 * I}), GatedAct::gelu_tanh);
+  cpu::swiglu_backward(f32(dref, {N, 2 * I}), f32(gu, {N, 2 * I}), f32(dy, {N, I}), GatedAct::gelu_tanh);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      const double g = gu[size_t(n * 2 * I + i)], u = gu[size_t(n * 2 * I + I + i)], h = 1e-3;
+      got[size_t(n * I + i)] = km::geglu(float(g), float(u));
+      km::geglu_grad(float(g), float(u), dy[size_t(n * I + i)], &dgot[size_t(n * 2 * I + i)],
+                     &dgot[size_t(n * 2 * I + I + i)]);
+      auto gelu = [](double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); };
+      fd[size_t(n * 2 * I + i)] = float(dy[size_t(n * I + i)] * u * (gelu(g + h) - gelu(g - h)) / (2 * h));
+      fd[size_t(n * 2 * I + I + i)] = float(dy[size_t(n * I + i)] * gelu(g));
+    }
+  expect_close(got, ref, 1e-5f, "geglu");
+  expect_close(dgot, dref, 1e-5f, "geglu'");
+  expect_close(dgot, fd, 1e-4f, "geglu' against differences");
+}
+
 TEST_F(KernelMath, LayerNormForwardAndBackward) {
   const int64_t N = 9, C = 70;
   auto x = randn(size_t(N * C), 5, 2.0f), w = randn(size_t(C), 6), b = randn(size_t(C), 7),

@@ -33,6 +33,21 @@ STRATA_HD void swiglu_grad(float g, float u, float dy, float* dg, float* du) {
   *du = dy * g * s;
 }
 
+// ---- GeGLU: out = gelu(g)·u (tanh GELU) ----
+STRATA_HD float geglu(float g, float u) { return gelu(g) * u; }
+// dg = dy·u·gelu'(g), du = dy·gelu(g)
+STRATA_HD void geglu_grad(float g, float u, float dy, float* dg, float* du) {
+  *dg = dy * u * gelu_grad(g);
+  *du = dy * gelu(g);
+}
+STRATA_HD float gated(GatedAct act, float g, float u) { return act == GatedAct::silu ? swiglu(g, u) : geglu(g, u); }
+STRATA_HD void gated_grad(GatedAct act, float g, float u, float dy, float* dg, float* du) {
+  if (act == GatedAct::silu)
+    swiglu_grad(g, u, dy, dg, du);
+  else
+    geglu_grad(g, u, dy, dg, du);
+}
+
 // ---- LayerNorm and RMSNorm, given each row's statistics ----
 constexpr float kLayerNormEps = 1e-5f;
 // rstd from the row's sum of squared deviations (layernorm) or of squares (rmsnorm).

@@ -201,8 +201,10 @@ class Backend {
   virtual void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) = 0;
   virtual void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) = 0;
   // out[N,I] = silu(gate) · up with gate_up[N,2I] = gate | up; and its backward into dgate_up
-  virtual void swiglu_forward(TensorView out, TensorView gate_up) = 0;
-  virtual void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout) = 0;
+  // (act gelu_tanh: GeGLU, out = gelu(gate) · up, Gemma's MLP)
+  virtual void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu) = 0;
+  virtual void swiglu_backward(TensorView dgate_up, TensorView gate_up, TensorView dout,
+                               GatedAct act = GatedAct::silu) = 0;
   // dst = src converted to dst's dtype (same element count)
   virtual void cast(TensorView dst, TensorView src) = 0;
 };

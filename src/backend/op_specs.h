@@ -42,6 +42,10 @@ struct QkNormSpec {
   float weight_offset = 0.0f;  // the scale is (weight_offset + w): Gemma's norms take 1
 };
 
+// The gated MLP's activation: act(gate)·up with SiLU (SwiGLU: Llama) or the tanh GELU (GeGLU:
+// Gemma's gelu_pytorch_tanh).
+enum class GatedAct : int { silu = 0, gelu_tanh = 1 };
+
 struct DropoutSpec {
   float p = 0.0f;          // drop probability; 0: the op is the identity
   float scale = 1.0f;      // 1/(1-p), the kept elements' factor
