@@ -231,6 +231,7 @@ void CpuBackend::gelu_backward(TensorView dinp, TensorView inp, TensorView dout)
 void CpuBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
   cpu::residual_forward(h(out), h(a), h(b));
 }
+void CpuBackend::scale(TensorView x, float alpha) { cpu::scale(h(x), alpha); }
 void CpuBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
                                  float weight_offset) {
   cpu::rmsnorm_forward(h(out), h(rstd), h(inp), h(weight), eps, weight_offset);

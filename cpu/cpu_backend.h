@@ -74,6 +74,7 @@ class CpuBackend final : public Backend {
                        GatedAct act = GatedAct::silu) override;
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
+  void scale(TensorView x, float alpha) override;
   void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss, double* loss_sum, double loss_divisor, double loss_weight) override;
   void cast(TensorView dst, TensorView src) override;

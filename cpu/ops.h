@@ -34,6 +34,7 @@ void dropout(TensorView x, const DropoutSpec& drop);
 void gelu_forward(TensorView out, TensorView inp);
 void gelu_backward(TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(TensorView out, TensorView a, TensorView b);
+void scale(TensorView x, float alpha);
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss);
 void cast(TensorView dst, TensorView src);

@@ -126,6 +126,15 @@ void residual_forward(TensorView out, TensorView a, TensorView b) {
   });
 }
 
+void scale(TensorView x, float alpha) {
+  const int64_t n = x.numel();
+  dispatch_act(x.dtype, [&]<typename T_>(T_) {
+    T_* y = x.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = from_f32<T_>(to_f32(y[i]) * alpha);
+  });
+}
+
 void dropout(TensorView x, const DropoutSpec& drop) {
   if (!drop.active()) return;
   STRATA_CHECK(x.shape.rank >= 2, "dropout: x has shape " + x.shape.str() + ", expected [B, T, W]",

@@ -149,15 +149,18 @@ static const float* rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
 
 void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
   // x [B, T, W]: heads [first_head, first_head + heads) of width head_dim each, rotated in
-  // place by position t: (x_i, x_{i+d/2}) by angle t·inv_freq_i (inverse: by minus it,
-  // which is the backward of the forward rotation).
+  // place by position t: (x_i, x_{i+r/2}) by angle t·inv_freq_i for the r rotary dims
+  // (inverse: by minus it, which is the backward of the forward rotation).
   const int64_t T = x.shape[x.shape.rank - 2], W = x.shape[x.shape.rank - 1], BT = x.numel() / W;
   STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
                "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
                    std::to_string(head_dim) + " in a row of " + std::to_string(W),
                "this is a bug in the model");
-  const int half = head_dim / 2;
-  const float* cs = rope_table(T, head_dim, rope);
+  const int rot = kernel_math::rope_dims(rope, head_dim), half = rot / 2;  // the dims past rot stay
+  STRATA_CHECK(rot % 2 == 0 && rot <= head_dim,
+               "rope: " + std::to_string(rot) + " rotary dims of a head of " + std::to_string(head_dim),
+               "the rotary dims must be even and at most the head size");
+  const float* cs = rope_table(T, rot, rope);
   const float sign = inverse ? -1.0f : 1.0f;
   const __m256 vsign = _mm256_set1_ps(sign);
   dispatch_act(x.dtype, [&]<typename T_>(T_) {
@@ -165,7 +168,7 @@ void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec&
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < BT; ++n) {
       const int64_t t = n % T;
-      const float *cos_t = cs + t * head_dim, *sin_t = cos_t + half;
+      const float *cos_t = cs + t * rot, *sin_t = cos_t + half;
       for (int h = first_head; h < first_head + heads; ++h) {
         T_* v = p + n * W + int64_t(h) * head_dim;
         int i = 0;

@@ -63,6 +63,7 @@ class CudaBackend final : public Backend {
   void gelu_forward(TensorView out, TensorView inp) override;
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
+  void scale(TensorView x, float alpha) override;
   void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss, double* loss_sum, double loss_divisor, double loss_weight) override;
   void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,

@@ -10,6 +10,7 @@
 #include "kernels/launch.h"
 #include "kernels/launch_attention.h"
 #include "kernels/math/qk_norm_math.h"
+#include "kernels/math/rope_math.h"
 
 namespace strata::cuda {
 
@@ -144,6 +145,10 @@ void CudaBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
   launch::residual(out.data, a.data, b.data, out.numel(), int(out.dtype), cs());
 }
 
+void CudaBackend::scale(TensorView x, float alpha) {
+  launch::scale(x.data, alpha, x.numel(), int(x.dtype), cs());
+}
+
 void CudaBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                  int vocab, float dloss, double* loss_sum, double loss_divisor,
                                                  double loss_weight) {
@@ -209,7 +214,11 @@ void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, co
                "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
                    std::to_string(head_dim) + " in a row of " + std::to_string(W),
                "this is a bug in the model");
-  launch::rope(x.data, rope_table(T, head_dim, rope), BT, T, W, first_head, heads, head_dim, inverse, int(x.dtype),
+  const int rot = kernel_math::rope_dims(rope, head_dim);
+  STRATA_CHECK(rot % 2 == 0 && rot <= head_dim,
+               "rope: " + std::to_string(rot) + " rotary dims of a head of " + std::to_string(head_dim),
+               "the rotary dims must be even and at most the head size");
+  launch::rope(x.data, rope_table(T, rot, rope), BT, T, W, first_head, heads, head_dim, rot, inverse, int(x.dtype),
                cs());
 }
 

@@ -19,6 +19,11 @@ __global__ void residual_kernel(T* out, const T* a, const T* b, int64_t n) {
   STRATA_GRID_STRIDE(i, n) store(out, i, load(a, i) + load(b, i));
 }
 
+template <typename T>
+__global__ void scale_kernel(T* x, float alpha, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) store(x, i, load(x, i) * alpha);
+}
+
 template <typename D, typename S>
 __global__ void cast_kernel(D* dst, const S* src, int64_t n) {
   STRATA_GRID_STRIDE(i, n) store(dst, i, load(src, i));
@@ -82,6 +87,15 @@ void residual(void* out, const void* a, const void* b, int64_t n, int dtype, voi
     using T = STRATA_ELEM(tag);
     residual_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(
         static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void scale(void* x, float alpha, int64_t n, int dtype, void* stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    scale_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(x), alpha, n);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -13,6 +13,8 @@ namespace strata::cuda::launch {
 
 // ---- elementwise.cu ----
 void residual(void* out, const void* a, const void* b, int64_t n, int dtype, void* stream);
+// x *= alpha (Backend::scale)
+void scale(void* x, float alpha, int64_t n, int dtype, void* stream);
 void cast(void* dst, int dst_dtype, const void* src, int src_dtype, int64_t n, void* stream);
 // dst = round(dst + src), src f32 (the engine's bucket output into a gradient shard).
 void accumulate(void* dst, int dst_dtype, const float* src, int64_t n, void* stream);
@@ -30,8 +32,9 @@ void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_
 // ---- llama.cu ----
 // cos/sin table [T, head_dim/2, 2] f32, built once per shape on the device.
 void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream);
+// Heads of head_dim, their leading rotary_dims rotating; the table is for rotary_dims.
 void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int first_head, int heads, int head_dim,
-          bool inverse, int dtype, void* stream);
+          int rotary_dims, bool inverse, int dtype, void* stream);
 // The q/k RMSNorm (Backend::qk_rmsnorm_*; its groups: kernels/math/qk_norm_math.h); the
 // backward needs qk_norm_scratch_bytes of scratch.
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,

@@ -109,6 +109,9 @@ TEST_F(CudaParity, ElementwiseOps) {
     cpu_.residual_forward(out.c(), a.c(), b.c());
     gpu_->residual_forward(out.g(), a.g(), b.g());
     expect_match(out, tol(t), "residual");
+    cpu_.scale(out.c(), 1.7f);
+    gpu_->scale(out.g(), 1.7f);
+    expect_match(out, tol(t), "scale");
     cpu_.gelu_forward(out.c(), a.c());
     gpu_->gelu_forward(out.g(), a.g());
     expect_match(out, tol(t), "gelu");
@@ -210,7 +213,9 @@ TEST_F(CudaParity, LlamaOps) {
     for (bool inverse : {false, true}) {
       RopeSpec llama3;
       llama3.scaling = RopeScaling::llama3, llama3.factor = 8.0f, llama3.original_max_position = 64;
-      for (const RopeSpec& rope : {RopeSpec{}, llama3}) {
+      RopeSpec partial;  // Phi-3's partial_rotary_factor: 10 of 16 dims rotate
+      partial.rotary_dim = 10;
+      for (const RopeSpec& rope : {RopeSpec{}, llama3, partial}) {
         cpu_.rope(fused.c(), 0, NH + NKV, hd, rope, inverse);
         gpu_->rope(fused.g(), 0, NH + NKV, hd, rope, inverse);
         expect_match(fused, tol(t), "rope");

@@ -12,7 +12,11 @@ namespace strata {
 
 namespace kernel_math {
 
-// inv_freq of pair i of head_dim (transformers' _compute_{default,linear,llama3}_rope_parameters).
+// The dims of a head of head_dim that rotate: the leading rotary_dim (partial rotary), or all.
+STRATA_HD int rope_dims(const RopeSpec& r, int head_dim) { return r.rotary_dim > 0 ? r.rotary_dim : head_dim; }
+
+// inv_freq of pair i of the rotating dims, head_dim of them here (transformers'
+// _compute_{default,linear,llama3}_rope_parameters, whose dim is the rotary dims).
 STRATA_HD float rope_inv_freq(int i, int head_dim, const RopeSpec& r) {
   const float inv = 1.0f / powf(r.theta, float(2 * i) / float(head_dim));
   if (r.scaling == RopeScaling::linear) return inv / r.factor;

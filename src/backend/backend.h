@@ -165,6 +165,8 @@ class Backend {
   virtual void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) = 0;
   // out = a + b
   virtual void residual_forward(TensorView out, TensorView a, TensorView b) = 0;
+  // x *= alpha in place (Gemma's embedding scale, and its gradient)
+  virtual void scale(TensorView x, float alpha) = 0;
   // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension.
   // logits f32 [N,Vp] are overwritten with dloss * (softmax - onehot); padded columns get 0.
   // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Adds
