@@ -63,6 +63,26 @@ TEST(LlamaGradients, FamiliesMatchFiniteDifferences) {
   check_gradients(qwen3, "qwen3 q/k norm, head_dim 6, biases", 3e-3f);
 }
 
+// The layer steps of the later families, through the whole backward: norms after each
+// sublayer and q/k norms over the whole projections (OLMo-2); Gemma's norms before and after
+// with their 1 + w, GeGLU, the scaled embedding, its own score scale and soft-cap, per-head
+// q/k norms, and sliding layers with their own RoPE; partial rotary embeddings (Phi-3).
+TEST(LlamaGradients, LayerStepsOfTheLaterFamiliesMatchFiniteDifferences) {
+  LlamaConfig olmo2 = tiny_llama(2);
+  olmo2.norms = NormPlacement::post, olmo2.qk_norm = olmo2.qk_norm_whole = true;
+  check_gradients(olmo2, "post-norms, whole q/k norms", 3e-3f);
+  LlamaConfig gemma = tiny_llama(2);
+  gemma.norms = NormPlacement::sandwich, gemma.norm_offset = 1.0f, gemma.mlp_act = GatedAct::gelu_tanh;
+  gemma.embed_scale = true, gemma.query_scale = 0.3f, gemma.attn_softcap = 2.0f, gemma.qk_norm = true;
+  gemma.tied = true, gemma.sliding_window = 3, gemma.sliding_layers = {true, false};
+  gemma.local_rope_own = true, gemma.local_rope.theta = 100.0f;
+  // (The embedding, scaled by sqrt(16) and tied, curves the loss most: h = 1e-3.)
+  check_gradients(gemma, "sandwich norms (1 + w), GeGLU, scaled embedding, capped scores, sliding layers", 1e-3f);
+  LlamaConfig phi3 = tiny_llama(2);
+  phi3.rope.rotary_dim = 2;  // of head_dim 4
+  check_gradients(phi3, "partial rotary", 3e-3f);
+}
+
 TEST(LlamaConfig, ReadsTheFamiliesKeys) {
   const LlamaConfig c = LlamaConfig::from_json_text(
       R"({"model_type": "qwen3", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -38,7 +38,8 @@ class Llama final : public Transformer {
  private:
   struct LayerActs {
     TensorView norm1, rstd1, qkv, packed, atty, lse, attproj, residual2, norm2, rstd2, gate_up, act, down, out;
-    TensorView qkv_raw, rstd_qk;  // Qwen3: q|k|v before the q/k norms, and their rstd
+    TensorView qkv_raw, rstd_qk;  // with q/k norms: q|k|v before them, and their rstd
+    TensorView prstd1, prstd2;    // with post-norms: their rstd (their inputs: attproj, down)
   };
   // Transformer's steps: the token embedding; RMSNorm, rotary GQA attention and SwiGLU
   // blocks; the final RMSNorm and the head (or the tied embedding).
@@ -53,10 +54,20 @@ class Llama final : public Transformer {
   TensorView pv(LlamaParam p, int layer = 0, int64_t rows = 0) const { return param_view(entry(int(p), layer), rows); }
   TensorView gv(LlamaParam p, int layer = 0, int64_t rows = 0) const { return grad_view(entry(int(p), layer), rows); }
   LayerActs& acts(int l) { return layers_[storage_.checkpoint ? 0 : size_t(l)]; }
+  // The family's norm placement (LlamaConfig::norms) in the layer steps.
+  TensorView pre_norm(TensorView out, TensorView rstd, TensorView x, LlamaParam weight, int l);
+  void add_sublayer(TensorView out, TensorView residual, TensorView f, TensorView rstd, LlamaParam post_weight, int l);
+  TensorView sublayer_grad(TensorView f, TensorView rstd, LlamaParam post_weight, int l);
+  void add_input_grad(TensorView dx, TensorView x, TensorView rstd, LlamaParam weight, int l);
+  float embed_scale() const;
+  // q_norm|k_norm's weights: 2·head_dim per head, or the q and k widths whole.
+  int64_t qk_norm_weights() const {
+    return cfg_.qk_norm_whole ? cfg_.q_dim() + int64_t(cfg_.n_kv_head) * cfg_.head_dim() : 2 * int64_t(cfg_.head_dim());
+  }
 
   LlamaConfig cfg_;
   TensorView normf_, rstdf_;
-  TensorView dresidual_, dbtc_, datty_, dfused_, dpacked_, dgu_, dact_;
+  TensorView dresidual_, dbtc_, datty_, dfused_, dpacked_, dgu_, dact_, dpost_;
   std::vector<LayerActs> layers_;
 };
 

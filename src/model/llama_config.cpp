@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "model/families/decoder_family.h"
+#include "model/llama_params.h"
 
 namespace strata {
 
@@ -239,11 +240,9 @@ void LlamaConfig::validate(const std::string& origin) const {
 }
 
 int64_t LlamaConfig::num_params() const {
-  const int64_t C = n_embd, d = head_dim(), I = intermediate, Vp = padded_vocab_size;
-  const int64_t q = q_dim(), kv = int64_t(n_kv_head) * d;
-  const int64_t layer = C + q * C + 2 * kv * C + (qkv_bias ? q + 2 * kv : 0) + (qk_norm ? 2 * d : 0) + C * q +
-                        (o_bias ? C : 0) + C + 3 * I * C;
-  return Vp * C + int64_t(n_layer) * layer + C + (tied ? 0 : Vp * C);
+  int64_t n = 0;
+  for (const ParamSpec& p : llama_unit_layout(*this)) n += p.shape.numel();
+  return n;
 }
 
 }  // namespace strata

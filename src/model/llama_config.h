@@ -28,6 +28,13 @@ struct ConfigValues {
   void refuse_unless(bool ok, const std::string& key, const nlohmann::json& v, const std::string& what) const;
 };
 
+// Where a layer's RMSNorms sit around its two sublayers (attention, MLP).
+enum class NormPlacement {
+  pre,       // before each sublayer (Llama): x + f(norm(x))
+  post,      // after each sublayer's output (OLMo-2): x + norm(f(x))
+  sandwich,  // before and after (Gemma): x + norm(f(norm(x)))
+};
+
 struct LlamaConfig {
   std::string family = "llama";  // model_type: a registered decoder family
   int n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, intermediate = 0;
@@ -38,7 +45,17 @@ struct LlamaConfig {
   bool tied = false;                // tie_word_embeddings: the head is the embedding
   bool qkv_bias = false;            // q/k/v projections with biases (Qwen2; attention_bias)
   bool o_bias = false;              // the output projection too (attention_bias)
-  bool qk_norm = false;             // Qwen3: RMSNorm on each q and k head before the rotation
+  bool qk_norm = false;             // RMSNorm on q and k before the rotation (Qwen3, OLMo-2, Gemma-3)
+  bool qk_norm_whole = false;       // over the whole projection (OLMo-2), not per head (Qwen3)
+  NormPlacement norms = NormPlacement::pre;
+  float norm_offset = 0.0f;         // every RMSNorm scales by (norm_offset + w): Gemma's 1 + w
+  GatedAct mlp_act = GatedAct::silu;  // SwiGLU; GeGLU (Gemma's gelu_pytorch_tanh)
+  bool embed_scale = false;         // the embedding times sqrt(hidden_size), rounded to the compute dtype (Gemma)
+  float query_scale = 0.0f;         // the attention's score scale (Gemma: query_pre_attn_scalar^-1/2); 0: 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;        // attention scores soft-capped (Gemma-2); 0: none
+  float final_softcap = 0.0f;       // the logits soft-capped (Gemma-2); 0: none
+  RopeSpec local_rope;              // the RoPE of the sliding layers, where it is their own (Gemma-3)
+  bool local_rope_own = false;
   int sliding_window = 0;           // a window that is in force (Mistral, Qwen with use_sliding_window); 0: none
   std::vector<bool> sliding_layers; // the layers it applies to (layer_types); empty: every layer
   bool use_sliding_window = false;  // Qwen's switch, kept for the export
@@ -59,6 +76,12 @@ struct LlamaConfig {
   int layer_window(int l) const {
     return sliding_layers.empty() || sliding_layers[size_t(l)] ? sliding_window : 0;
   }
+  // Layer l's RoPE: the sliding layers' own where the family has one.
+  const RopeSpec& layer_rope(int l) const {
+    return local_rope_own && !sliding_layers.empty() && sliding_layers[size_t(l)] ? local_rope : rope;
+  }
+  AttentionSpec layer_attention(int l) const { return {layer_window(l), query_scale, attn_softcap}; }
+  QkNormSpec qk_norm_spec() const { return {qk_norm_whole, norm_offset}; }
 };
 
 }  // namespace strata

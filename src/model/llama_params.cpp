@@ -21,10 +21,12 @@ constexpr Named kLayer[] = {{P::attn_norm, "attn_norm"},
                             {P::k_norm, "k_norm"},
                             {P::wo, "wo"},
                             {P::bo, "bo"},
+                            {P::post_attn_norm, "post_attn_norm"},
                             {P::mlp_norm, "mlp_norm"},
                             {P::w_gate, "w_gate"},
                             {P::w_up, "w_up"},
-                            {P::w_down, "w_down"}};
+                            {P::w_down, "w_down"},
+                            {P::post_mlp_norm, "post_mlp_norm"}};
 
 bool used(const LlamaConfig& c, LlamaParam k) {
   switch (k) {
@@ -37,6 +39,12 @@ bool used(const LlamaConfig& c, LlamaParam k) {
       return c.qk_norm;
     case P::bo:
       return c.o_bias;
+    case P::attn_norm:
+    case P::mlp_norm:
+      return c.norms != NormPlacement::post;
+    case P::post_attn_norm:
+    case P::post_mlp_norm:
+      return c.norms != NormPlacement::pre;
     case P::lm_head:
       return !c.tied;
     default:
@@ -57,8 +65,10 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     // (append, not "h" + std::to_string(l): GCC 12 warns -Wrestrict there, a false positive)
     const std::string h = std::string("h").append(std::to_string(l)).append(".");
-    const Shape shapes[] = {{C}, {q, C}, {kv, C}, {kv, C}, {q},    {kv},   {kv},  {d},
-                            {d}, {C, q}, {C},     {C},     {I, C}, {I, C}, {C, I}};
+    const int64_t qn = c.qk_norm_whole ? q : d, kn = c.qk_norm_whole ? kv : d;  // the q and k norms' weights
+    const Shape shapes[] = {{C},  {q, C}, {kv, C}, {kv, C}, {q}, {kv},   {kv},   {qn},
+                            {kn}, {C, q}, {C},     {C},     {C}, {I, C}, {I, C}, {C, I}, {C}};
+    static_assert(sizeof(shapes) / sizeof(shapes[0]) == std::size(kLayer));
     for (size_t i = 0; i < std::size(kLayer); ++i)
       if (used(c, kLayer[i].kind)) add(h + kLayer[i].name, shapes[i], shapes[i].rank == 2, kLayer[i].kind, l, 1 + l);
   }

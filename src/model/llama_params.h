@@ -28,6 +28,8 @@ enum class LlamaParam {
   q_norm,
   k_norm,
   bo,
+  post_attn_norm,  // the norm after attention (OLMo-2, Gemma)
+  post_mlp_norm,   // the norm after the MLP (OLMo-2, Gemma)
   count
 };
 

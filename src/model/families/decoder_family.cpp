@@ -126,6 +126,10 @@ std::string DecoderFamily::hf_tensor(LlamaParam kind) const {
       return "self_attn.k_norm.weight";
     case LlamaParam::mlp_norm:
       return "post_attention_layernorm.weight";
+    case LlamaParam::post_attn_norm:
+      return "post_attention_layernorm.weight";
+    case LlamaParam::post_mlp_norm:
+      return "post_feedforward_layernorm.weight";
     case LlamaParam::w_gate:
       return "mlp.gate_proj.weight";
     case LlamaParam::w_up:
