@@ -266,8 +266,8 @@ void CpuBackend::swiglu_backward(TensorView dgate_up, TensorView gate_up, Tensor
 }
 void CpuBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                 int vocab, float dloss, double* loss_sum, double loss_divisor,
-                                                double loss_weight) {
-  const double total = cpu::cross_entropy_forward_backward(h(losses), h(logits), targets, vocab, dloss);
+                                                double loss_weight, float softcap) {
+  const double total = cpu::cross_entropy_forward_backward(h(losses), h(logits), targets, vocab, dloss, softcap);
   if (loss_sum) *host_address(loss_sum) += total / loss_divisor * loss_weight;
 }
 void CpuBackend::cast(TensorView dst, TensorView src) { cpu::cast(h(dst), h(src)); }

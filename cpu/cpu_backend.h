@@ -76,7 +76,8 @@ class CpuBackend final : public Backend {
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
   void scale(TensorView x, float alpha) override;
   void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
-                                      float dloss, double* loss_sum, double loss_divisor, double loss_weight) override;
+                                      float dloss, double* loss_sum, double loss_divisor, double loss_weight,
+                                      float softcap = 0.0f) override;
   void cast(TensorView dst, TensorView src) override;
 
  private:

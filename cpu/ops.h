@@ -36,7 +36,7 @@ void gelu_backward(TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(TensorView out, TensorView a, TensorView b);
 void scale(TensorView x, float alpha);
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
-                                      float dloss);
+                                      float dloss, float softcap = 0.0f);
 void cast(TensorView dst, TensorView src);
 // Llama-family ops (ops_llama.cpp).
 void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,

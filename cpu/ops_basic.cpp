@@ -10,6 +10,7 @@
 #include "cpu/ops.h"
 #include "cpu/row_kernels.h"
 #include "host/convert.h"
+#include "kernels/math/element_math.h"
 
 namespace strata::cpu {
 
@@ -156,8 +157,26 @@ void cast(TensorView dst, TensorView src) {
   host::convert_parallel(dst.data, dst.dtype, src.data, src.dtype, size_t(src.numel()));
 }
 
+namespace {
+// One row's loss and gradient of the soft-capped logits (Gemma-2), the cap recomputed from
+// the raw logit in each pass (it stays until its gradient overwrites it), in the kernels'
+// element math.
+double softcap_ce_row(float* row, int vocab, int32_t t, float dloss, float cap) {
+  float mx = -INFINITY;
+  for (int v = 0; v < vocab; ++v) mx = std::max(mx, kernel_math::softcapped(row[v], cap));
+  double s = 0;
+  for (int v = 0; v < vocab; ++v) s += double(std::exp(kernel_math::softcapped(row[v], cap) - mx));
+  const double loss = kernel_math::cross_entropy_loss(mx, s, kernel_math::softcapped(row[t], cap));
+  for (int v = 0; v < vocab; ++v) {
+    const float c = kernel_math::softcapped(row[v], cap);
+    row[v] = kernel_math::cross_entropy_grad(c, mx, s, dloss, v == t) * kernel_math::softcap_grad(c, cap);
+  }
+  return loss;
+}
+}  // namespace
+
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
-                                      float dloss) {
+                                      float dloss, float softcap) {
   const int64_t Vp = last_dim(logits), N = int64_t(targets.size());
   expect_dtype(logits, DType::f32, "cross_entropy", "logits");
   expect_numel(logits, N * Vp, "cross_entropy", "logits");
@@ -180,7 +199,7 @@ double cross_entropy_forward_backward(TensorView losses, TensorView logits, std:
       for (int64_t v = 0; v < Vp; ++v) row[v] = 0;
       continue;
     }
-    const double loss = ce_row(row, vocab, t, dloss);
+    const double loss = softcap > 0 ? softcap_ce_row(row, vocab, t, dloss, softcap) : ce_row(row, vocab, t, dloss);
     ls[n] = float(loss);
     total += loss;
     for (int64_t v = vocab; v < Vp; ++v) row[v] = 0;

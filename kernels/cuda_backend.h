@@ -65,7 +65,8 @@ class CudaBackend final : public Backend {
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
   void scale(TensorView x, float alpha) override;
   void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
-                                      float dloss, double* loss_sum, double loss_divisor, double loss_weight) override;
+                                      float dloss, double* loss_sum, double loss_divisor, double loss_weight,
+                                      float softcap = 0.0f) override;
   void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
                        float weight_offset = 0.0f) override;
   void rmsnorm_backward(TensorView dinp, TensorView dweight, TensorView dout, TensorView inp, TensorView weight,

@@ -151,14 +151,14 @@ void CudaBackend::scale(TensorView x, float alpha) {
 
 void CudaBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                  int vocab, float dloss, double* loss_sum, double loss_divisor,
-                                                 double loss_weight) {
+                                                 double loss_weight, float softcap) {
   const int64_t Vp = last_dim(logits), N = int64_t(targets.size());
   expect_dtype(logits, DType::f32, "cross_entropy", "logits");
   expect_numel(logits, N * Vp, "cross_entropy", "logits");
   expect_numel(losses, N, "cross_entropy", "losses");
   const int32_t* ids = stage_tokens(targets, vocab, "target");
   launch::cross_entropy(losses.as<float>(), logits.as<float>(), ids, N, Vp, vocab, dloss, loss_sum, loss_divisor,
-                        loss_weight, cs());
+                        loss_weight, softcap, cs());
 }
 
 void CudaBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,

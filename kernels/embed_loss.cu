@@ -35,8 +35,10 @@ __global__ void encoder_backward_kernel(float* dwte, float* dwpe, const E* dout,
 }
 
 // One block per row: the row's maximum, Σ exp(x - max) in f64, then the gradient in place.
+// With a soft-cap the logits are capped as they are read (each pass recomputes it from the
+// raw logit, which stays until its gradient overwrites it) and the gradient carries 1 - tanh².
 __global__ void cross_entropy_kernel(float* losses, float* logits, const int32_t* targets, int64_t Vp, int vocab,
-                                     float dloss) {
+                                     float dloss, float cap) {
   const int64_t n = blockIdx.x;
   float* row = logits + n * Vp;
   const int32_t t = targets[n];
@@ -46,15 +48,17 @@ __global__ void cross_entropy_kernel(float* losses, float* logits, const int32_t
     return;
   }
   float mx = -INFINITY;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, row[v]);
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) mx = fmaxf(mx, km::softcapped(row[v], cap));
   mx = block_max(mx);
   double s = 0;
-  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) s += double(expf(row[v] - mx));
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) s += double(expf(km::softcapped(row[v], cap) - mx));
   s = block_sum(s);
-  const float target_logit = row[t];
+  const float target_logit = km::softcapped(row[t], cap);
   __syncthreads();  // every thread has read row[t] before it is overwritten
-  for (int64_t v = threadIdx.x; v < Vp; v += blockDim.x)
-    row[v] = v < vocab ? km::cross_entropy_grad(row[v], mx, s, dloss, v == t) : 0.0f;
+  for (int64_t v = threadIdx.x; v < Vp; v += blockDim.x) {
+    const float c = km::softcapped(row[v], cap);
+    row[v] = v < vocab ? km::cross_entropy_grad(c, mx, s, dloss, v == t) * km::softcap_grad(c, cap) : 0.0f;
+  }
   if (threadIdx.x == 0) losses[n] = float(km::cross_entropy_loss(mx, s, target_logit));
 }
 
@@ -91,9 +95,9 @@ void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t*
 }
 
 void cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
-                   double* loss_sum, double loss_divisor, double loss_weight, void* stream) {
+                   double* loss_sum, double loss_divisor, double loss_weight, float softcap, void* stream) {
   if (N == 0) return;
-  cross_entropy_kernel<<<unsigned(N), 1024, 0, as_stream(stream)>>>(losses, logits, targets, Vp, vocab, dloss);
+  cross_entropy_kernel<<<unsigned(N), 1024, 0, as_stream(stream)>>>(losses, logits, targets, Vp, vocab, dloss, softcap);
   STRATA_CUDA_CHECK_LAUNCH();
   if (!loss_sum) return;
   loss_sum_kernel<<<1, 1024, 0, as_stream(stream)>>>(loss_sum, losses, N, loss_weight / loss_divisor);

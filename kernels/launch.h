@@ -54,9 +54,9 @@ void encoder_forward(void* out, const int32_t* tokens, const void* wte, const vo
 void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int64_t N, int64_t T,
                       int64_t C, int dtype, void* stream);
 // losses[n], logits overwritten with the gradient; *loss_sum += Σ losses / divisor · weight
-// (one block adds the rows in order: deterministic).
+// (one block adds the rows in order: deterministic). softcap > 0: of the capped logits.
 void cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,
-                   double* loss_sum, double loss_divisor, double loss_weight, void* stream);
+                   double* loss_sum, double loss_divisor, double loss_weight, float softcap, void* stream);
 
 // ---- norms.cu ----
 void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const void* weight, const void* bias,

@@ -269,6 +269,11 @@ TEST_F(CudaParity, EmbeddingAndCrossEntropy) {
     std::memcpy(&a, sum.cpu.data(), 8);
     gpu_->download(&b, sum.gpu.data(), 8);
     EXPECT_NEAR(a, b, 1e-6 * std::fabs(a));
+    // Gemma-2's soft-capped logits.
+    Pair capped = randp(DType::f32, {B * T, Vp}, 8, 3.0f);
+    cpu_.cross_entropy_forward_backward(losses.c(), capped.c(), targets, int(V), 0.5f, nullptr, 1.0, 1.0, 2.5f);
+    gpu_->cross_entropy_forward_backward(losses.g(), capped.g(), targets, int(V), 0.5f, nullptr, 1.0, 1.0, 2.5f);
+    expect_match(losses, 1e-5, "capped losses"), expect_match(capped, 1e-6, "capped dlogits");
   }
 }
 

@@ -424,6 +424,42 @@ TEST(Attention, Bf16AgreesWithF32) {
   }
 }
 
+// Gemma-2's final soft-cap: the loss of cap·tanh(x/cap) and its gradient to x, against
+// double-precision formulas and central differences.
+TEST(CrossEntropy, SoftCappedLogits) {
+  const int N = 3, V = 7, Vp = 8;
+  const float cap = 2.5f, dloss = 0.5f;
+  auto logits = randn(size_t(N * Vp), 23, 3.0f);
+  const std::vector<float> orig = logits;
+  std::vector<int32_t> targets{2, -1, 6};
+  std::vector<float> losses(N);
+  cpu::CpuBackend be({size_t(1) << 20, 1});
+  double total = 0;
+  be.cross_entropy_forward_backward({losses.data(), DType::f32, {N}}, {logits.data(), DType::f32, {N, Vp}}, targets, V,
+                                    dloss, &total, 1.0, 1.0, cap);
+  auto loss_of = [&](const std::vector<double>& z, int t) {
+    double mx = -1e300, s = 0;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, cap * std::tanh(z[size_t(v)] / cap));
+    for (int v = 0; v < V; ++v) s += std::exp(cap * std::tanh(z[size_t(v)] / cap) - mx);
+    return mx + std::log(s) - cap * std::tanh(z[size_t(t)] / cap);
+  };
+  for (int n = 0; n < N; ++n) {
+    std::vector<double> z(orig.begin() + n * Vp, orig.begin() + n * Vp + V);
+    if (targets[size_t(n)] < 0) {
+      EXPECT_EQ(losses[size_t(n)], 0.0f);
+      continue;
+    }
+    EXPECT_NEAR(losses[size_t(n)], loss_of(z, targets[size_t(n)]), 1e-5);
+    for (int v = 0; v < V; ++v) {
+      std::vector<double> zp = z, zm = z;
+      zp[size_t(v)] += 1e-4, zm[size_t(v)] -= 1e-4;
+      const double fd = dloss * (loss_of(zp, targets[size_t(n)]) - loss_of(zm, targets[size_t(n)])) / 2e-4;
+      EXPECT_NEAR(logits[size_t(n * Vp + v)], fd, 1e-5) << "row " << n << " logit " << v;
+    }
+    EXPECT_EQ(logits[size_t(n * Vp + V)], 0.0f);  // the padded column
+  }
+}
+
 TEST(CrossEntropy, MaskedAndPaddedColumns) {
   const int N = 3, V = 5, Vp = 8;
   auto logits = randn(size_t(N * Vp), 21);

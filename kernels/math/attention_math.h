@@ -17,6 +17,7 @@
 
 #include "core/hd.h"
 #include "kernels/math/dropout_math.h"
+#include "kernels/math/element_math.h"
 
 namespace strata::kernel_math {
 
@@ -28,14 +29,9 @@ constexpr int kAttnMaxHeadDim = 256;
 // 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides),
 // or the spec's own scale.
 STRATA_HD float attn_scale(int hd, const AttentionSpec& a) { return a.scale > 0.0f ? a.scale : 1.0f / sqrtf(float(hd)); }
-// Soft-capping (Gemma-2): a scaled score s becomes cap·tanh(s/cap); cap 0 leaves it.
-STRATA_HD float attn_capped_score(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
-// d(capped)/ds from the capped score: 1 - tanh² (1 without a cap).
-STRATA_HD float attn_cap_grad(float capped, float cap) {
-  if (cap <= 0.0f) return 1.0f;
-  const float t = capped / cap;
-  return 1.0f - t * t;
-}
+// Soft-capping (Gemma-2): a scaled score s becomes cap·tanh(s/cap) (element_math.h).
+STRATA_HD float attn_capped_score(float s, float cap) { return softcapped(s, cap); }
+STRATA_HD float attn_cap_grad(float capped, float cap) { return softcap_grad(capped, cap); }
 
 // Causal mask: query i sees keys j ≤ i; with a sliding window of W > 0 keys only the last W
 // of them, i - W < j ≤ i (transformers' sliding-window mask: Mistral, Gemma's local layers).

@@ -66,6 +66,15 @@ STRATA_HD float rmsnorm_dx(float x, float rstd, float w, float dy, float dot) {
   return rstd * (w * dy - x * rstd * dot);
 }
 
+// ---- soft-capping (Gemma-2's logits and attention scores): cap·tanh(x/cap); cap 0 leaves x ----
+STRATA_HD float softcapped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
+// d(capped)/dx from the capped value: 1 - tanh² (1 without a cap).
+STRATA_HD float softcap_grad(float capped, float cap) {
+  if (cap <= 0.0f) return 1.0f;
+  const float t = capped / cap;
+  return 1.0f - t * t;
+}
+
 // ---- softmax cross-entropy, given the row's maximum and Σ exp(x - max) ----
 // The gradient of one logit: dloss·(softmax - onehot).
 STRATA_HD float cross_entropy_grad(float logit, float row_max, double sum_exp, float dloss, bool is_target) {

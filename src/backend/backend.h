@@ -167,14 +167,15 @@ class Backend {
   virtual void residual_forward(TensorView out, TensorView a, TensorView b) = 0;
   // x *= alpha in place (Gemma's embedding scale, and its gradient)
   virtual void scale(TensorView x, float alpha) = 0;
-  // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension.
+  // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension; with
+  // softcap > 0 of the capped logits softcap·tanh(x/softcap) (Gemma-2), the gradient to x.
   // logits f32 [N,Vp] are overwritten with dloss * (softmax - onehot); padded columns get 0.
   // targets < 0 are ignored (loss 0, gradient 0). losses f32 [N]. Adds
   // Σ losses / loss_divisor · loss_weight to *loss_sum, a device f64 scalar read back once
   // per step (the trainer's weighted mean over micro-batches and ranks).
   virtual void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                               int vocab, float dloss, double* loss_sum, double loss_divisor,
-                                              double loss_weight) = 0;
+                                              double loss_weight, float softcap = 0.0f) = 0;
   // ---- Llama-family ops ----
   // out[N,C] = inp · rstd · (weight + weight_offset), rstd = (mean inp² + eps)^-1/2 saved f32
   // [N] (Gemma's norms scale by 1 + w: weight_offset 1)

@@ -50,6 +50,7 @@ class Llama final : public Transformer {
   void layer_backward(int l, TensorView residual) override;
   void embed_backward() override;
   TensorView layer_output(int l) const override { return layers_[size_t(l)].out; }
+  float logit_softcap() const override { return cfg_.final_softcap; }
   // Views of tensor p of `layer`; rows > 0 widens it to the fused wq|wk|wv or w_gate|w_up.
   TensorView pv(LlamaParam p, int layer = 0, int64_t rows = 0) const { return param_view(entry(int(p), layer), rows); }
   TensorView gv(LlamaParam p, int layer = 0, int64_t rows = 0) const { return grad_view(entry(int(p), layer), rows); }

@@ -154,7 +154,7 @@ void Transformer::backward(std::span<const int32_t> targets, float grad_scale, d
   for (int32_t t : targets) valid += t >= 0;
   const float dloss = valid ? grad_scale / float(valid) : 0.0f;
   be_.cross_entropy_forward_backward(losses_, logits_, targets, dims_.vocab, dloss, valid ? loss_sum : nullptr,
-                                     double(std::max<int64_t>(valid, 1)), loss_weight);
+                                     double(std::max<int64_t>(valid, 1)), loss_weight, logit_softcap());
   const int L = dims_.layers;
   begin_pass();
   head_backward(backward_output(L - 1));

@@ -90,6 +90,8 @@ class Transformer : public Model {
   virtual void embed_backward() = 0;
   // Layer l's output where nothing is checkpointed (in the family's activations).
   virtual TensorView layer_output(int l) const = 0;
+  // The soft-cap of the logits before the loss (Gemma-2); 0: none.
+  virtual float logit_softcap() const { return 0.0f; }
 
   // The activation arena (once, by the family's constructor) and the checkpoints in it.
   Buffer& allocate_activations(size_t bytes);
