@@ -65,15 +65,17 @@ TEST(LlamaGradients, FamiliesMatchFiniteDifferences) {
 
 // The layer steps of the later families, through the whole backward: norms after each
 // sublayer and q/k norms over the whole projections (OLMo-2); Gemma's norms before and after
-// with their 1 + w, GeGLU, the scaled embedding, its own score scale and soft-caps, per-head
-// q/k norms, and sliding layers with their own RoPE; partial rotary embeddings (Phi-3).
+// with their 1 + w, GeGLU, the scaled embedding, its own score scale and soft-cap, per-head
+// q/k norms, and sliding layers with their own RoPE; partial rotary embeddings (Phi-3). (The
+// final soft-cap of the logits is held to its formulas in CrossEntropy.SoftCappedLogits, and
+// with the model to transformers in cli.hf_families.)
 TEST(LlamaGradients, LayerStepsOfTheLaterFamiliesMatchFiniteDifferences) {
   LlamaConfig olmo2 = tiny_llama(2);
   olmo2.norms = NormPlacement::post, olmo2.qk_norm = olmo2.qk_norm_whole = true;
   check_gradients(olmo2, "post-norms, whole q/k norms", 3e-3f);
   LlamaConfig gemma = tiny_llama(2);
   gemma.norms = NormPlacement::sandwich, gemma.norm_offset = 1.0f, gemma.mlp_act = GatedAct::gelu_tanh;
-  gemma.embed_scale = true, gemma.query_scale = 0.3f, gemma.attn_softcap = 2.0f, gemma.final_softcap = 3.0f;
+  gemma.embed_scale = true, gemma.query_scale = 0.3f, gemma.attn_softcap = 2.0f;
   gemma.qk_norm = true;
   gemma.tied = true, gemma.sliding_window = 3, gemma.sliding_layers = {true, false};
   gemma.local_rope_own = true, gemma.local_rope.theta = 100.0f;
