@@ -345,7 +345,7 @@ PY
     for p in "${candidates[@]}"; do
       "$p" -c "import torch, transformers.models.qwen3" 2>/dev/null && tpys+=("$p")
     done
-    for fam in {hf-families,hf-families-tf5}/{gpt2,llama2,llama31-scaled,llama32-tied,llama2-linear,mistral,qwen2,qwen3,mistral-window,qwen2-window}; do
+    for fam in {hf-families,hf-families-tf5}/{gpt2,llama2,llama31-scaled,llama32-tied,llama2-linear,mistral,qwen2,qwen3,mistral-window,qwen2-window,olmo2,phi3,gemma2,gemma3-text,gemma3}; do
       fx="$src/tests/fixtures/$fam"
       "$bin" train --model "$fx" --data "$fx/train.jsonl" --steps 5 --micro-batch 1 --seq-len 16 --lr 1e-3 \
         --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95 --eps 1e-8 --grad-clip 0 \
@@ -362,14 +362,27 @@ PY
       /usr/bin/python3 - "$fx/config.json" "$tmp/$fam/hf/config.json" <<'PY' || fail "$fam: the export's config.json differs"
 import json, sys
 src, out = (json.load(open(p)) for p in sys.argv[1:])
+if "text_config" in src:  # Gemma3ForConditionalGeneration: the export is its language model
+    src = {**src["text_config"], "model_type": "gemma3_text"}
 def rope(c):  # transformers 5's rope_parameters, or 4's rope_theta and rope_scaling, as one object
     if "rope_parameters" in c:
-        return c["rope_parameters"]
+        p = dict(c["rope_parameters"])
+        p.pop("partial_rotary_factor", None)  # compared as a key of its own
+        return p
     s = dict(c.get("rope_scaling") or {"rope_type": "default"})
     s["rope_type"] = s.pop("type", s.get("rope_type"))
-    return {"rope_theta": c.get("rope_theta", 10000.0), **s}
-keys = ("model_type", "tie_word_embeddings", "head_dim", "sliding_window", "attention_bias")
+    full = {"rope_theta": c.get("rope_theta", 10000.0), **s}
+    if "rope_local_base_freq" in c:  # Gemma-3's two, as transformers 5 keys them
+        return {"full_attention": full, "sliding_attention": {"rope_theta": c["rope_local_base_freq"], "rope_type": "default"}}
+    return full
+keys = ("model_type", "tie_word_embeddings", "head_dim", "sliding_window", "attention_bias",
+        "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "partial_rotary_factor")
 bad = [k for k in keys if k in src and src[k] != out.get(k)]
+def sliding(c):  # the sliding layers, where some slide (every layer full: none stated, as transformers derives)
+    t = c.get("layer_types") or []
+    return t if "sliding_attention" in t else None
+if src.get("use_sliding_window", True) and sliding(src) != sliding(out):
+    bad.append(f"layer_types {sliding(src)} -> {sliding(out)}")
 if src.get("model_type") != "gpt2" and rope(src) != rope(out):
     bad.append(f"rope {rope(src)} -> {rope(out)}")
 sys.exit(f"{bad}: {[src[k] for k in bad if k in src]} -> {[out.get(k) for k in bad if k in out]}" if bad else 0)
@@ -409,7 +422,7 @@ PY
         awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-6 * $2) bad = 1 } END { exit bad }' ||
         fail "$fam: stage 3 on 2 ranks differs from 1 rank"
     done
-    echo "ok: 10 model variants (2 with sliding windows shorter than the sequence), as transformers 4 and 5 save them, train as transformers does" ;;
+    echo "ok: 15 model variants (sliding windows shorter than the sequence; OLMo-2, Phi-3, Gemma-2 and Gemma-3), as transformers 4 and 5 save them, train as transformers does" ;;
   gpt2_dropout)
     # GPT-2's dropout (embd/attn/resid_pdrop) with masks drawn per global sample: 1 rank with
     # 2 micro-batches and 2 ranks with 1 give the same losses (to the reductions' rounding),

@@ -113,7 +113,9 @@ HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf
   std::set<std::string> used;
   const std::string arch_name = spec.family->display_name();
   for (const HfTensor& e : table_) {
-    const std::string found = file_of.count(e.name) ? e.name : "transformer." + e.name;
+    std::string found = e.name;
+    for (const std::string& alias : spec.family->hf_aliases(e.name))
+      if (!file_of.count(found) && file_of.count(alias)) found = alias;
     STRATA_CHECK(file_of.count(found), "weights '" + p.string() + "' have no tensor '" + e.name + "'",
                  "this is not a " + arch_name + " checkpoint for the model config (Hugging Face names expected)");
     const int fi = file_of[found];
@@ -127,11 +129,20 @@ HfWeights::HfWeights(const std::string& path, const ModelSpec& spec) : table_(hf
     found_.emplace_back(fi, &t);
     used.insert(found);
   }
-  for (const auto& [name, fi] : file_of)
+  std::map<std::string, int> left_out;  // part -> tensors
+  for (const auto& [name, fi] : file_of) {
+    if (!used.count(name))
+      if (const std::string part = spec.family->hf_left_out(name); !part.empty()) {
+        ++left_out[part];
+        continue;
+      }
     STRATA_CHECK(
         used.count(name) || spec.family->hf_ignorable(spec, name),
         "'" + files_[size_t(fi)]->path() + "' holds tensor '" + name + "', which " + arch_name + " has no place for",
         "the weights are for a different architecture or model config");
+  }
+  for (const auto& [part, n] : left_out)
+    note_ += (note_.empty() ? "" : "; ") + std::string("left out ") + std::to_string(n) + " tensors of " + part;
 }
 
 HfWeights::~HfWeights() = default;

@@ -42,12 +42,15 @@ class HfWeights final : public FlatSource {
   HfWeights(const std::string& path, const ModelSpec& spec);
   ~HfWeights() override;
   void read(int64_t flat_begin, int64_t count, float* out) const override;
+  // What the import left out of the checkpoint, and why ("" when nothing).
+  const std::string& note() const { return note_; }
 
  private:
   void load_tensor(size_t i) const;
   std::vector<std::unique_ptr<io::SafetensorsFile>> files_;
   std::vector<HfTensor> table_;
   std::vector<std::pair<int, const io::SafeTensor*>> found_;  // per table entry
+  std::string note_;
   mutable size_t cached_ = size_t(-1);
   mutable std::vector<float> cache_, raw_;
 };

@@ -44,7 +44,9 @@ namespace {
 // A RoPE object: transformers 4's rope_scaling (its type and the scaling's keys) or
 // transformers 5's rope_parameters (the same with rope_theta). The types Strata computes are
 // default, linear and llama3; dynamic, yarn and longrope change with the sequence length.
-void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta, RopeSpec& rope,
+}  // namespace
+
+void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta, RopeSpec& rope, float* partial_rotary,
                const std::string& origin) {
   STRATA_CHECK(v.is_object(),
                "model config '" + origin + "': " + key + " must be " + (with_theta ? "" : "null or ") + "an object",
@@ -56,9 +58,10 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
   };
   const std::string type = v.contains("rope_type") ? text("rope_type") : v.contains("type") ? text("type") : "default";
   STRATA_CHECK(type == "default" || type == "linear" || type == "llama3",
-               "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata's Llama computes",
-               "Strata's Llama supports RoPE of type default, linear or llama3 (dynamic, yarn and longrope change "
-               "with the sequence length)");
+               "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata computes",
+               "Strata supports RoPE of type default, linear or llama3: dynamic, yarn and longrope (Phi-3's long-context "
+               "models) change the frequencies with the sequence length, so a model trained with them is not trained "
+               "as it will run");
   const ConfigValues values{origin};
   const auto number = [&](const nlohmann::json& x, const std::string& k) {
     return float(values.positive_number(x, key + "." + k));
@@ -68,6 +71,8 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
     if (rk == "type" || rk == "rope_type") continue;
     if (rk == "rope_theta" && with_theta)
       rope.theta = number(r.value(), rk);
+    else if (rk == "partial_rotary_factor" && partial_rotary)  // transformers 5 moves Phi-3's here
+      *partial_rotary = number(r.value(), rk);
     else if (rk == "factor") {  // with type default, as transformers does: read, and unused
       const float f = number(r.value(), rk);
       if (type != "default") rope.factor = f;
@@ -99,6 +104,8 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
                    "original_max_position_embeddings",
                "copy " + key + " from the model's original config.json");
 }
+
+namespace {
 
 // transformers 5 may key rope_parameters by layer type ({"full_attention": {...},
 // "sliding_attention": {...}}). Strata's Llama applies one RoPE to every layer: the form is
@@ -201,9 +208,9 @@ LlamaConfig LlamaConfig::read(const std::string& text, const std::string& origin
       if (std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end())
         c.use_sliding_window = true;  // some layers slide: the window is in force
     } else if (k == "rope_scaling") {              // transformers 4
-      if (!v.is_null()) read_rope(v, k, false, c.rope, origin);
+      if (!v.is_null()) read_rope(v, k, false, c.rope, &c.partial_rotary, origin);
     } else if (k == "rope_parameters") {  // transformers 5: rope_theta and the scaling in one object
-      read_rope(one_rope_for_every_layer(v, origin), k, true, c.rope, origin);
+      read_rope(one_rope_for_every_layer(v, origin), k, true, c.rope, &c.partial_rotary, origin);
     } else if (!ignored.count(k))
       throw_error("model config '" + origin + "': unknown key '" + k + "' for model_type " + c.family,
                   family.display_name() +
@@ -218,7 +225,10 @@ LlamaConfig LlamaConfig::read(const std::string& text, const std::string& origin
   // A head_dim that states the default is the default (an export's config reads back equal).
   if (c.head_dim_key && c.n_head && c.n_embd % c.n_head == 0 && c.head_dim_key == c.n_embd / c.n_head)
     c.head_dim_key = 0;
+  if (c.partial_rotary != 1.0f && c.n_head && (c.head_dim_key || c.n_embd % c.n_head == 0))
+    c.rope.rotary_dim = int(float(c.head_dim()) * c.partial_rotary);  // transformers' int(head_dim · factor)
   family.finish_config(c);
+  if (c.local_rope_own) c.local_rope.rotary_dim = c.rope.rotary_dim;
   c.validate(origin);
   return c;
 }
@@ -233,6 +243,8 @@ void LlamaConfig::validate(const std::string& origin) const {
   need(head_dim_key || n_embd % n_head == 0,
        "hidden_size must be a multiple of num_attention_heads (or head_dim given)");
   need(head_dim() % 2 == 0, "the head size must be even for the rotary embeddings");
+  need(partial_rotary > 0 && partial_rotary <= 1 && rope.rotary_dim % 2 == 0,
+       "partial_rotary_factor must be in (0, 1] and give an even number of rotary dims");
   need(n_kv_head > 0 && n_head % n_kv_head == 0, "num_attention_heads must be a multiple of num_key_value_heads");
   need(padded_vocab_size >= vocab_size, "padded_vocab_size must be at least vocab_size");
   need(sliding_layers.empty() || sliding_layers.size() == size_t(n_layer),

@@ -35,6 +35,11 @@ enum class NormPlacement {
   sandwich,  // before and after (Gemma): x + norm(f(norm(x)))
 };
 
+// Reads a RoPE object: transformers 4's rope_scaling (`with_theta` false) or transformers 5's
+// rope_parameters, into rope (and a partial_rotary_factor found there into *partial_rotary).
+void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta, RopeSpec& rope, float* partial_rotary,
+               const std::string& origin);
+
 struct LlamaConfig {
   std::string family = "llama";  // model_type: a registered decoder family
   int n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, intermediate = 0;
@@ -56,11 +61,15 @@ struct LlamaConfig {
   float final_softcap = 0.0f;       // the logits soft-capped (Gemma-2); 0: none
   RopeSpec local_rope;              // the RoPE of the sliding layers, where it is their own (Gemma-3)
   bool local_rope_own = false;
+  float partial_rotary = 1.0f;      // partial_rotary_factor (Phi-3): rope.rotary_dim = int(head_dim · it)
   int sliding_window = 0;           // a window that is in force (Mistral, Qwen with use_sliding_window); 0: none
   std::vector<bool> sliding_layers; // the layers it applies to (layer_types); empty: every layer
   bool use_sliding_window = false;  // Qwen's switch, kept for the export
   int sliding_window_key = 0;       // the window as the config states it, in force or not (export)
   int max_window_layers = 0;        // Qwen's, kept for the export
+  int original_max_position = 0;    // Phi-3's original_max_position_embeddings (longrope's; kept for the export)
+  int query_pre_attn_scalar = 0;    // Gemma's (query_scale is its ^-1/2), kept for the export
+  int sliding_pattern = 0;          // Gemma's sliding_window_pattern: every such layer is full, the others slide
 
   // Keys as Hugging Face names them; a key that would change the computation in a way
   // Strata does not compute (another activation, mlp_bias, dynamic or yarn rope scaling,

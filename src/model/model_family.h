@@ -82,6 +82,12 @@ class ModelFamily {
   // A tensor a checkpoint may hold that has no place in Strata and changes nothing
   // (precomputed rotary frequencies, causal-mask buffers, a tied head saved anyway).
   virtual bool hf_ignorable(const ModelSpec& spec, const std::string& name) const = 0;
+  // Other names a checkpoint may give a tensor (GPT-2's "transformer." prefix; the language
+  // model inside a multimodal checkpoint), tried in order after its own.
+  virtual std::vector<std::string> hf_aliases(const std::string& /*name*/) const { return {}; }
+  // The part of a larger checkpoint a tensor belongs to, which Strata leaves out (Gemma-3's
+  // vision tower): named in the import's note; "" for none.
+  virtual std::string hf_left_out(const std::string& /*name*/) const { return ""; }
 };
 
 // The registered families, in the registry's order.

@@ -41,7 +41,10 @@ TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
   }
   start_step = checkpoint ? checkpoint->manifest().step : 0;
   if (!checkpoint) check_model_weights(model_path, opts.init == "random");
-  if (hf_dir && !checkpoint && opts.init != "random") imported = std::make_unique<HfWeights>(model_path, spec);
+  if (hf_dir && !checkpoint && opts.init != "random") {
+    imported = std::make_unique<HfWeights>(model_path, spec);
+    if (!quiet && !imported->note().empty()) std::fprintf(stderr, "strata: note: %s\n", imported->note().c_str());
+  }
   data = make_training_data(opts, opts.seed, data_path, model_path, hf_dir, spec, &data_line);
   open_device();
   open_engine_and_model(c.nvme_faults);

@@ -16,6 +16,15 @@ layer_types).
                    4096 (longer than any sequence here, so full causal attention)
   mistral-window   Mistral v0.1 style: a sliding_window of 5 keys, shorter than the sequence
   qwen2-window     Qwen2 with use_sliding_window: layer 0 full, layer 1 under a window of 6
+  olmo2            OLMo-2: norms after each sublayer, q/k norms over the whole projections
+  phi3             Phi-3/Phi-4: fused qkv_proj and gate_up_proj, partial_rotary_factor 0.5
+  gemma2           Gemma-2: norms around both sublayers with 1 + w, GeGLU, the scaled
+                   embedding, query_pre_attn_scalar, attention and final soft-caps (small
+                   enough to matter), sliding and full layers alternating (window 5), tied
+  gemma3-text      Gemma-3's language model: q/k norms, no soft-caps, a sliding layer with its
+                   own RoPE base and a full one with linear scaling
+  gemma3           Gemma3ForConditionalGeneration with a tiny vision tower: Strata trains the
+                   language model and exports the text model
   qwen2            Qwen2.5: q/k/v biases, tied embeddings
   qwen3            Qwen3: per-head q/k RMSNorm, head_dim 16 ≠ hidden/heads, tied embeddings
 
@@ -40,8 +49,10 @@ import struct
 
 import torch
 import transformers
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3Config, Gemma3ForCausalLM,
+                          Gemma3ForConditionalGeneration, Gemma3TextConfig, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config, Olmo2ForCausalLM, Phi3Config,
+                          Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 MAJOR = int(transformers.__version__.split(".")[0])
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
@@ -62,6 +73,28 @@ def rope(theta=None, scaling=None):
     return {"rope_parameters": {"rope_theta": theta or 10000.0, **(scaling or {"rope_type": "default"})}}
 
 
+def gemma3_rope():
+    """Gemma-3's two RoPEs: the full layers' base with linear scaling (as the 4B-27B models),
+    the sliding layers' own base."""
+    if MAJOR < 5:
+        return dict(rope_theta=1e6, rope_local_base_freq=1e4, rope_scaling={"rope_type": "linear", "factor": 8.0})
+    return {"rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+
+
+GEMMA = dict(head_dim=16, query_pre_attn_scalar=12, sliding_window=5, pad_token_id=0,
+             layer_types=["sliding_attention", "full_attention"])
+
+
+def gemma3_multimodal(**text):
+    """A Gemma3ForConditionalGeneration config: the text model and a tiny SigLIP tower."""
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    cfg = Gemma3Config(text_config=Gemma3TextConfig(**text), vision_config=vision, mm_tokens_per_image=4)
+    cfg.text_config._attn_implementation = cfg.vision_config._attn_implementation = "eager"
+    return cfg
+
+
 GPT2 = dict(vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64, embd_pdrop=0.0, attn_pdrop=0.0,
             resid_pdrop=0.0, bos_token_id=1, eos_token_id=2)
 
@@ -79,6 +112,13 @@ FAMILIES = {
     "qwen2-window": (Qwen2Config, Qwen2ForCausalLM,
                      dict(tie_word_embeddings=True, use_sliding_window=True, sliding_window=6, max_window_layers=1,
                           **rope(1e6))),
+    "olmo2": (Olmo2Config, Olmo2ForCausalLM, dict(pad_token_id=0, **rope(5e5))),
+    "phi3": (Phi3Config, Phi3ForCausalLM, dict(partial_rotary_factor=0.5, pad_token_id=0,
+                                               original_max_position_embeddings=64, **rope(1e4))),
+    "gemma2": (Gemma2Config, Gemma2ForCausalLM,
+               dict(**GEMMA, attn_logit_softcapping=1.0, final_logit_softcapping=2.0, **rope(1e4))),
+    "gemma3-text": (Gemma3TextConfig, Gemma3ForCausalLM, dict(**GEMMA, **gemma3_rope())),
+    "gemma3": (gemma3_multimodal, Gemma3ForConditionalGeneration, dict(**GEMMA, **gemma3_rope())),
 }
 
 

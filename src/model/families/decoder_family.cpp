@@ -1,5 +1,7 @@
 #include "model/families/decoder_family.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/model_spec.h"
 
@@ -26,6 +28,13 @@ void keys_beyond_llama2(const DecoderFamily& f, const LlamaConfig& c, nlohmann::
   if ((all && f.states_head_dim()) || c.head_dim_key) j["head_dim"] = c.head_dim();
   if (all || c.rope.scaling != RopeScaling::none) j["rope_scaling"] = rope_scaling_json(c.rope);
   if (all || c.tied) j["tie_word_embeddings"] = c.tied;
+  // Which layers slide, where some do (transformers derives the same from Qwen's
+  // max_window_layers and Gemma's pattern; stated, every version reads one list).
+  if (std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end()) {
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (bool s : c.sliding_layers) types.push_back(s ? "sliding_attention" : "full_attention");
+    j["layer_types"] = types;
+  }
   f.export_keys(c, j, all);
 }
 }  // namespace
@@ -53,9 +62,9 @@ std::string DecoderFamily::shape_json(const ModelSpec& spec) const {
 std::string DecoderFamily::hf_config_json(const ModelSpec& spec, DType dtype) const {
   const LlamaConfig& c = spec.llama;
   nlohmann::ordered_json j = {{"architectures", {hf_architecture()}},
-                              {"model_type", c.family},
-                              {"hidden_act", "silu"},
-                              {"hidden_size", c.n_embd},
+                              {"model_type", c.family}};
+  export_activation(j);
+  j.update(nlohmann::ordered_json{{"hidden_size", c.n_embd},
                               {"intermediate_size", c.intermediate},
                               {"num_hidden_layers", c.n_layer},
                               {"num_attention_heads", c.n_head},
@@ -64,7 +73,7 @@ std::string DecoderFamily::hf_config_json(const ModelSpec& spec, DType dtype) co
                               {"rms_norm_eps", shortest_decimal(c.rms_eps)},
                               {"rope_theta", shortest_decimal(c.rope.theta)},
                               {"vocab_size", c.vocab_size},
-                              {"torch_dtype", hf_dtype_name(dtype)}};
+                              {"torch_dtype", hf_dtype_name(dtype)}});
   keys_beyond_llama2(*this, c, j, true);
   // Strata's own padding, when it is not the default (Hugging Face ignores the extra key).
   if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;

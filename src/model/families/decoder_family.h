@@ -14,7 +14,7 @@ namespace strata {
 class DecoderFamily : public ModelFamily {
  public:
   ModelClass model_class() const final { return ModelClass::decoder; }
-  void read_config(const std::string& text, const std::string& origin, ModelSpec& spec) const final;
+  void read_config(const std::string& text, const std::string& origin, ModelSpec& spec) const override;
   std::string shape_json(const ModelSpec& spec) const final;
   std::string hf_config_json(const ModelSpec& spec, DType dtype) const final;
   int n_layer(const ModelSpec& spec) const final;
@@ -45,6 +45,8 @@ class DecoderFamily : public ModelFamily {
   virtual void export_keys(const LlamaConfig&, nlohmann::ordered_json&, bool /*all*/) const {}
   // Whether the family's config.json states head_dim (Qwen2's has no such key).
   virtual bool states_head_dim() const { return true; }
+  // The MLP's activation key on export ({"hidden_act": "silu"}).
+  virtual void export_activation(nlohmann::ordered_json& j) const { j["hidden_act"] = "silu"; }
   // A tensor's name under "model.layers.<l>." (layer tensors) or in full (the others).
   virtual std::string hf_tensor(LlamaParam kind) const;
 };

@@ -117,6 +117,8 @@ class Gpt2Family final : public ModelFamily {
     throw_error("no Hugging Face name for GPT-2 tensor kind " + std::to_string(s.kind), "this is a bug");
   }
 
+  std::vector<std::string> hf_aliases(const std::string& name) const override { return {"transformer." + name}; }
+
   bool hf_ignorable(const ModelSpec&, const std::string& name) const override {
     // Causal-mask buffers older GPT-2 exports carry, the tied output head, and precomputed
     // rotary frequencies some converters add.

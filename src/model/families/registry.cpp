@@ -10,10 +10,16 @@ const ModelFamily& llama_family();
 const ModelFamily& mistral_family();
 const ModelFamily& qwen2_family();
 const ModelFamily& qwen3_family();
+const ModelFamily& phi3_family();
+const ModelFamily& olmo2_family();
+const ModelFamily& gemma2_family();
+const ModelFamily& gemma3_text_family();
+const ModelFamily& gemma3_family();
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families = {
-      &gpt2_family(), &llama_family(), &mistral_family(), &qwen2_family(), &qwen3_family(),
+      &gpt2_family(),  &llama_family(),  &mistral_family(),     &qwen2_family(),  &qwen3_family(),
+      &phi3_family(),  &olmo2_family(),  &gemma2_family(),      &gemma3_text_family(), &gemma3_family(),
   };
   return families;
 }
