@@ -4,6 +4,8 @@
 #                how the project is developed, no first person, no tracker tags.
 #   source_tags  no source, test, script or CMake file under src, cpu, kernels, io, bench or
 #                tests carries a tracker tag or cites a file outside the repository.
+#   family_switches  no source outside src/model/families/ compares a model family's name or
+#                architecture string: families are looked up in the registry (model_family.h).
 # A tracker tag is an S followed by one or two digits standing alone (the pattern is built
 # below so that this file does not match itself).
 set -euo pipefail
@@ -34,8 +36,15 @@ case $check in
       fi
     done
     ;;
+  family_switches)
+    if hits=$(grep -rnE '(family|arch|arch\(\)|model_type) *[!=]= *"' "$src/src" "$src/cpu" "$src/kernels" "$src/io" \
+              "$src/bench" --include='*.h' --include='*.cpp' --include='*.cu' | grep -v "^$src/src/model/families/"); then
+      report "a family's name is compared outside src/model/families/ (look the family up in the registry):"
+      echo "$hits" >&2
+    fi
+    ;;
   *)
-    echo "usage: repo_text_check.sh SOURCE_DIR readme|source_tags" >&2
+    echo "usage: repo_text_check.sh SOURCE_DIR readme|source_tags|family_switches" >&2
     exit 2
     ;;
 esac
