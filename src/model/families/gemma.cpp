@@ -52,6 +52,7 @@ void GemmaFamily::finish_config(LlamaConfig& c) const {
 
 void GemmaFamily::export_keys(const LlamaConfig& c, nlohmann::ordered_json& j, bool) const {
   // Every key, in the shape JSON too: Gemma's defaults differ from Llama's.
+  j["head_dim"] = c.head_dim();
   j["tie_word_embeddings"] = c.tied;
   j["attention_bias"] = c.o_bias;
   j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;

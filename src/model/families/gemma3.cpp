@@ -18,8 +18,13 @@ class Gemma3TextFamily : public GemmaFamily {
   std::string model_type() const override { return "gemma3_text"; }
   std::string display_name() const override { return "Gemma-3"; }
   std::string hf_architecture() const override { return "Gemma3ForCausalLM"; }
+  // transformers' Gemma3TextConfig defaults (Gemma-3 4B's shape): the 4B-27B models' text_config
+  // states only what differs.
   void set_defaults(LlamaConfig& c) const override {
     GemmaFamily::set_defaults(c);
+    c.vocab_size = 262208, c.n_embd = 2304, c.intermediate = 9216, c.n_layer = 26, c.n_head = 8, c.n_kv_head = 4;
+    c.head_dim_key = 256, c.max_seq_len = 131072, c.rms_eps = 1e-6f, c.sliding_window_key = 4096;
+    c.rope.theta = 1e6f;
     c.qk_norm = true;
     c.local_rope_own = true;  // rope_local_base_freq's default
     c.local_rope.theta = 10000.0f;
