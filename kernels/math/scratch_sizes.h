@@ -47,7 +47,8 @@ inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
                                    qk_norm_scratch_bytes(N, int(s.n_head), std::max<int64_t>(2 * s.head_dim, s.qkv_width)),
                                    attention_backward_scratch_bytes(int(s.batch), int(s.seq_len), int(s.n_head))});
   return double(kGemmWorkspaceBytes) + 2.0 * double(largest) + double(streams) * double(square_sum_scratch_bytes()) +
-         double(rope_table_bytes(s.seq_len, int(s.head_dim))) + double(kTokenSlots) * double(N) * 4;
+         double(s.rope_tables) * double(rope_table_bytes(s.seq_len, int(s.head_dim))) +
+         double(kTokenSlots) * double(N) * 4;
 }
 
 }  // namespace strata::kernel_math

@@ -15,6 +15,7 @@ struct OpShapes {
   int64_t head_dim = 0;      // per head
   int64_t qkv_width = 0;     // q|k|v together
   int64_t padded_vocab = 0;  // the LM head's columns
+  int rope_tables = 1;       // distinct RoPEs (Gemma-3: the full and the sliding layers' own)
   int threads = 1;           // the device's threads (per-thread scratch on the CPU)
   int64_t rows() const { return batch * seq_len; }
 };

@@ -32,6 +32,7 @@ struct LayerWidths {
   int n_head, head_dim;
   int64_t qkv_width;  // the fused q|k|v row
   int64_t widest;     // the widest MLP activation
+  int rope_tables = 1;  // distinct RoPEs the layers use
 };
 
 // One Strata tensor's name in a Hugging Face checkpoint. Consecutive tensors of a unit with

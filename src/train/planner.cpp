@@ -44,6 +44,7 @@ OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads) {
   s.padded_vocab = m.padded_vocab_size();
   const LayerWidths w = m.family->layer_widths(m);
   s.widest = w.widest, s.n_head = w.n_head, s.head_dim = w.head_dim, s.qkv_width = w.qkv_width;
+  s.rope_tables = w.rope_tables;
   return s;
 }
 

@@ -100,7 +100,10 @@ std::vector<LinearShape> DecoderFamily::linears(const ModelSpec& spec) const {
 
 LayerWidths DecoderFamily::layer_widths(const ModelSpec& spec) const {
   const LlamaConfig& l = spec.llama;
-  return {l.n_head, l.head_dim(), int64_t(l.n_head + 2 * l.n_kv_head) * l.head_dim(), 2 * int64_t(l.intermediate)};
+  bool two_ropes = false;  // Gemma-3's sliding layers with a RoPE of their own
+  for (int i = 0; i < l.n_layer; ++i) two_ropes = two_ropes || !(l.layer_rope(i) == l.rope);
+  return {l.n_head, l.head_dim(), int64_t(l.n_head + 2 * l.n_kv_head) * l.head_dim(), 2 * int64_t(l.intermediate),
+          two_ropes ? 2 : 1};
 }
 
 std::string DecoderFamily::hf_tensor(LlamaParam kind) const {

@@ -73,7 +73,7 @@ class Gpt2Family final : public ModelFamily {
 
   LayerWidths layer_widths(const ModelSpec& s) const override {
     const int64_t C = s.gpt2.n_embd;
-    return {s.gpt2.n_head, int(C / s.gpt2.n_head), 3 * C, 4 * C};  // fc is the widest
+    return {s.gpt2.n_head, int(C / s.gpt2.n_head), 3 * C, 4 * C, 0};  // fc is the widest; no RoPE
   }
 
   HfName hf_name(const ModelSpec&, const ParamSpec& s) const override {
