@@ -118,7 +118,7 @@ void geglu_backward(T* dg, T* du, const T* g, const T* u, const T* dy, int64_t n
 
 template <class V, class T>
 ActRows<T> act_rows() {
-  return {gelu_forward<V, T>,  gelu_backward<V, T>,  swiglu_forward<V, T>,
+  return {gelu_forward<V, T>,    gelu_backward<V, T>, swiglu_forward<V, T>,
           swiglu_backward<V, T>, geglu_forward<V, T>, geglu_backward<V, T>};
 }
 

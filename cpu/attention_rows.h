@@ -57,13 +57,13 @@ inline void softmax_backward_row(float* ds, float* p, float D, int64_t t, int64_
 // Row t of the backward under a soft-cap, from the raw scores s (scaled q·k): P = exp(capped
 // − lse) into s, and ds = P ∘ (dP'·m − D) ∘ (1 − tanh²) in place of dP', as
 // softmax_backward_row otherwise.
-inline void softcap_backward_row(float* ds, float* s, float lse, float D, int64_t t, int64_t T,
-                                 const DropoutSpec& drop, int64_t b, int64_t h, int64_t NH, int64_t window,
-                                 float softcap) {
+inline void softcap_backward_row(float* ds, float* s, float lse, float D, int64_t t, int64_t T, const DropoutSpec& drop,
+                                 int64_t b, int64_t h, int64_t NH, int64_t window, float softcap) {
   const int64_t lo = first_visible_key(t, window);
   for (int64_t j = lo; j <= t; ++j) {
-    const float m =
-        drop.active() ? kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T)) : 1.0f;
+    const float m = drop.active()
+                        ? kernel_math::dropout_mult(drop, kernel_math::attn_dropout_index(drop, b, h, t, j, NH, T))
+                        : 1.0f;
     float p, g;
     kernel_math::attn_grad_pair(kernel_math::attn_capped_score(s[j], softcap), ds[j], lse, D, true, m, softcap, &p, &g);
     ds[j] = g;

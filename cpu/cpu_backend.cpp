@@ -215,8 +215,8 @@ void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView
                                  TensorView weight) {
   cpu::matmul_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), ws_);
 }
-void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                   const DropoutSpec& drop, const AttentionSpec& spec) {
+void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop,
+                                   const AttentionSpec& spec) {
   cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_, drop, spec);
 }
 void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,

@@ -98,8 +98,8 @@ void CudaBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorVie
                        scratch(launch::column_sum_scratch_bytes(N, OC)), cs());
 }
 
-void CudaBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                    const DropoutSpec& drop, const AttentionSpec& spec) {
+void CudaBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop,
+                                    const AttentionSpec& spec) {
   STRATA_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0 && (qkv.shape[2] / 3) % n_head == 0,
                "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) + " heads",
                "qkv must be [B, T, 3C] with C divisible by the head count");
@@ -145,9 +145,7 @@ void CudaBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
   launch::residual(out.data, a.data, b.data, out.numel(), int(out.dtype), cs());
 }
 
-void CudaBackend::scale(TensorView x, float alpha) {
-  launch::scale(x.data, alpha, x.numel(), int(x.dtype), cs());
-}
+void CudaBackend::scale(TensorView x, float alpha) { launch::scale(x.data, alpha, x.numel(), int(x.dtype), cs()); }
 
 void CudaBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                  int vocab, float dloss, double* loss_sum, double loss_divisor,

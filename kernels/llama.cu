@@ -70,8 +70,8 @@ __global__ void qk_rmsnorm_kernel(T* out, float* rstd, const T* inp, const T* qk
 
 // In place: every lane reads its elements of dy before the warp's sum, then writes them.
 template <typename T>
-__global__ void qk_rmsnorm_dx_kernel(T* g, const T* inp, const T* qkw, const float* rstd, int64_t N,
-                                     km::QkNormGroups q, float wofs) {
+__global__ void qk_rmsnorm_dx_kernel(T* g, const T* inp, const T* qkw, const float* rstd, int64_t N, km::QkNormGroups q,
+                                     float wofs) {
   const int64_t k = blockIdx.x * int64_t(km::kRowsPerBlock) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int G = q.count();

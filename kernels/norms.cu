@@ -82,8 +82,7 @@ __global__ void rmsnorm_dx_kernel(E* dinp, const E* dout, const E* inp, const E*
   for (int64_t c = lane; c < C; c += 32) dot += (load(w, c) + wofs) * load(dy, c) * load(x, c) * r;
   dot = warp_sum(dot) / float(C);
   for (int64_t c = lane; c < C; c += 32)
-    store(dinp, n * C + c,
-          load(dinp, n * C + c) + km::rmsnorm_dx(load(x, c), r, load(w, c) + wofs, load(dy, c), dot));
+    store(dinp, n * C + c, load(dinp, n * C + c) + km::rmsnorm_dx(load(x, c), r, load(w, c) + wofs, load(dy, c), dot));
 }
 
 // What a column sum adds per element: dy (bias), x̂·dy and dy (layernorm), x̂·dy (rmsnorm).
@@ -174,7 +173,8 @@ void rmsnorm_forward(void* out, float* rstd, const void* inp, const void* weight
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     rmsnorm_kernel<<<km::grid_for_rows(N), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(weight), weight_offset, eps, N, C);
+        static_cast<E*>(out), rstd, static_cast<const E*>(inp), static_cast<const E*>(weight), weight_offset, eps, N,
+        C);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

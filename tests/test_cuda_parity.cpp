@@ -13,8 +13,8 @@
 #include "core/rng.h"
 #include "cpu/cpu_backend.h"
 #include "kernels/cuda_backend.h"
-#include "kernels/math/qk_norm_math.h"
 #include "kernels/cuda_ops.h"
+#include "kernels/math/qk_norm_math.h"
 
 namespace strata {
 namespace {

@@ -175,9 +175,9 @@ TEST(HfLlama, ShardedF16GivesTorchLogits) {
 // The Llama-family variants people fine-tune, as transformers 4.51 and 5.x save and run them
 // (tests/tools/make_hf_family_fixtures.py): every key of their config.json read, the
 // weights imported, and the logits of transformers' own float64 forward.
-const char* const kFamilyNames[] = {"gpt2",           "llama2",       "llama31-scaled", "llama32-tied", "llama2-linear",
-                                    "mistral",        "qwen2",        "qwen3",          "mistral-window", "qwen2-window",
-                                    "olmo2",          "phi3",         "gemma2",         "gemma3-text",  "gemma3"};
+const char* const kFamilyNames[] = {"gpt2",    "llama2", "llama31-scaled", "llama32-tied",   "llama2-linear",
+                                    "mistral", "qwen2",  "qwen3",          "mistral-window", "qwen2-window",
+                                    "olmo2",   "phi3",   "gemma2",         "gemma3-text",    "gemma3"};
 std::vector<std::string> family_dirs() {
   std::vector<std::string> dirs;
   for (const char* root : {"tests/fixtures/hf-families/", "tests/fixtures/hf-families-tf5/"})

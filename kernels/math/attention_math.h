@@ -28,7 +28,9 @@ constexpr int kAttnMaxHeadDim = 256;
 
 // 1/sqrt(hd) exactly as the CPU reference rounds it (IEEE sqrt and division on both sides),
 // or the spec's own scale.
-STRATA_HD float attn_scale(int hd, const AttentionSpec& a) { return a.scale > 0.0f ? a.scale : 1.0f / sqrtf(float(hd)); }
+STRATA_HD float attn_scale(int hd, const AttentionSpec& a) {
+  return a.scale > 0.0f ? a.scale : 1.0f / sqrtf(float(hd));
+}
 // Soft-capping (Gemma-2): a scaled score s becomes cap·tanh(s/cap) (element_math.h).
 STRATA_HD float attn_capped_score(float s, float cap) { return softcapped(s, cap); }
 STRATA_HD float attn_cap_grad(float capped, float cap) { return softcap_grad(capped, cap); }

@@ -43,9 +43,10 @@ inline size_t rope_table_bytes(int64_t T, int head_dim) { return size_t(T) * siz
 inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
   const int64_t N = s.rows();
   const int64_t columns = std::max({s.width, s.widest, s.qkv_width, 3 * s.width});
-  const size_t largest = std::max({norm_backward_scratch_bytes(N, s.width), column_sum_scratch_bytes(N, columns),
-                                   qk_norm_scratch_bytes(N, int(s.n_head), std::max<int64_t>(2 * s.head_dim, s.qkv_width)),
-                                   attention_backward_scratch_bytes(int(s.batch), int(s.seq_len), int(s.n_head))});
+  const size_t largest =
+      std::max({norm_backward_scratch_bytes(N, s.width), column_sum_scratch_bytes(N, columns),
+                qk_norm_scratch_bytes(N, int(s.n_head), std::max<int64_t>(2 * s.head_dim, s.qkv_width)),
+                attention_backward_scratch_bytes(int(s.batch), int(s.seq_len), int(s.n_head))});
   return double(kGemmWorkspaceBytes) + 2.0 * double(largest) + double(streams) * double(square_sum_scratch_bytes()) +
          double(s.rope_tables) * double(rope_table_bytes(s.seq_len, int(s.head_dim))) +
          double(kTokenSlots) * double(N) * 4;

@@ -20,7 +20,7 @@ struct RopeSpec {
   float low_freq_factor = 1.0f;      // llama3
   float high_freq_factor = 4.0f;     // llama3
   int original_max_position = 8192;  // llama3: original_max_position_embeddings
-  int rotary_dim = 0;                // the leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0: all
+  int rotary_dim = 0;  // the leading dims of each head that rotate (Phi-3's partial_rotary_factor); 0: all
   // (Written out: the .cu files compile as C++17.)
   bool operator==(const RopeSpec& o) const {
     return theta == o.theta && scaling == o.scaling && factor == o.factor && low_freq_factor == o.low_freq_factor &&

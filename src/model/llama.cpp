@@ -93,9 +93,9 @@ Llama::Llama(Backend& backend, LlamaConfig config, int micro_batch, int seq_len,
   encoded_ = lay.view(act, al.enc);
   for (const auto& x : al.layers) {
     LayerActs la;
-    TensorView* dst[18] = {&la.norm1,   &la.rstd1, &la.qkv,   &la.packed, &la.atty,  &la.lse,
-                           &la.attproj, &la.residual2, &la.norm2, &la.rstd2, &la.gate_up, &la.act,
-                           &la.down,    &la.out,   &la.qkv_raw, &la.rstd_qk, &la.prstd1, &la.prstd2};
+    TensorView* dst[18] = {&la.norm1,   &la.rstd1,     &la.qkv,     &la.packed,  &la.atty,    &la.lse,
+                           &la.attproj, &la.residual2, &la.norm2,   &la.rstd2,   &la.gate_up, &la.act,
+                           &la.down,    &la.out,       &la.qkv_raw, &la.rstd_qk, &la.prstd1,  &la.prstd2};
     static_assert(std::size(dst) == 18);
     for (size_t k = 0; k < 18; ++k)
       if (x[k] != size_t(-1)) *dst[k] = lay.view(act, x[k]);
@@ -243,8 +243,7 @@ void Llama::layer_backward(int l, TensorView residual) {
   be_.matmul_backward(dbtc_, gv(P::w_gate, l, I2), {}, dgu_, pre ? a.norm2 : a.residual2, pv(P::w_gate, l, I2));
   add_input_grad(dbtc_, a.residual2, a.rstd2, P::mlp_norm, l);
   const TensorView dattproj = sublayer_grad(a.attproj, a.prstd1, P::post_attn_norm, l);
-  be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dattproj, a.atty,
-                      pv(P::wo, l));
+  be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dattproj, a.atty, pv(P::wo, l));
   be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_attention(l));
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
   be_.rope(dfused_, 0, NH + NKV, d, cfg_.layer_rope(l), true);

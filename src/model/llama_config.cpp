@@ -39,13 +39,9 @@ void ConfigValues::refuse_unless(bool ok, const std::string& key, const nlohmann
                "Strata supports " + what);
 }
 
-namespace {
-
 // A RoPE object: transformers 4's rope_scaling (its type and the scaling's keys) or
 // transformers 5's rope_parameters (the same with rope_theta). The types Strata computes are
 // default, linear and llama3; dynamic, yarn and longrope change with the sequence length.
-}  // namespace
-
 void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta, RopeSpec& rope, float* partial_rotary,
                const std::string& origin) {
   STRATA_CHECK(v.is_object(),
@@ -57,11 +53,12 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
     return v[k].get<std::string>();
   };
   const std::string type = v.contains("rope_type") ? text("rope_type") : v.contains("type") ? text("type") : "default";
-  STRATA_CHECK(type == "default" || type == "linear" || type == "llama3",
-               "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata computes",
-               "Strata supports RoPE of type default, linear or llama3: dynamic, yarn and longrope (Phi-3's long-context "
-               "models) change the frequencies with the sequence length, so a model trained with them is not trained "
-               "as it will run");
+  STRATA_CHECK(
+      type == "default" || type == "linear" || type == "llama3",
+      "model config '" + origin + "': " + key + " = " + v.dump() + " is not what Strata computes",
+      "Strata supports RoPE of type default, linear or llama3: dynamic, yarn and longrope (Phi-3's long-context "
+      "models) change the frequencies with the sequence length, so a model trained with them is not trained "
+      "as it will run");
   const ConfigValues values{origin};
   const auto number = [&](const nlohmann::json& x, const std::string& k) {
     return float(values.positive_number(x, key + "." + k));
@@ -108,8 +105,8 @@ void read_rope(const nlohmann::json& v, const std::string& key, bool with_theta,
 namespace {
 
 // transformers 5 may key rope_parameters by layer type ({"full_attention": {...},
-// "sliding_attention": {...}}). Strata's Llama applies one RoPE to every layer: the form is
-// taken when every layer type has the same parameters.
+// "sliding_attention": {...}}). A family with one RoPE for every layer takes the form when every
+// layer type has the same parameters (Gemma-3 reads its two in its own file).
 const nlohmann::json& one_rope_for_every_layer(const nlohmann::json& v, const std::string& origin) {
   if (!v.is_object() || v.empty()) return v;
   for (auto it = v.begin(); it != v.end(); ++it)
@@ -206,8 +203,8 @@ LlamaConfig LlamaConfig::read(const std::string& text, const std::string& origin
         c.sliding_layers.push_back(t == "sliding_attention");
       }
       if (std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end())
-        c.use_sliding_window = true;  // some layers slide: the window is in force
-    } else if (k == "rope_scaling") {              // transformers 4
+        c.use_sliding_window = true;   // some layers slide: the window is in force
+    } else if (k == "rope_scaling") {  // transformers 4
       if (!v.is_null()) read_rope(v, k, false, c.rope, &c.partial_rotary, origin);
     } else if (k == "rope_parameters") {  // transformers 5: rope_theta and the scaling in one object
       read_rope(one_rope_for_every_layer(v, origin), k, true, c.rope, &c.partial_rotary, origin);

@@ -66,8 +66,8 @@ std::vector<ParamSpec> llama_unit_layout(const LlamaConfig& c) {
     // (append, not "h" + std::to_string(l): GCC 12 warns -Wrestrict there, a false positive)
     const std::string h = std::string("h").append(std::to_string(l)).append(".");
     const int64_t qn = c.qk_norm_whole ? q : d, kn = c.qk_norm_whole ? kv : d;  // the q and k norms' weights
-    const Shape shapes[] = {{C},  {q, C}, {kv, C}, {kv, C}, {q}, {kv},   {kv},   {qn},
-                            {kn}, {C, q}, {C},     {C},     {C}, {I, C}, {I, C}, {C, I}, {C}};
+    const Shape shapes[] = {{C},    {q, C}, {kv, C}, {kv, C}, {q},    {kv},   {kv},   {qn}, {kn},
+                            {C, q}, {C},    {C},     {C},     {I, C}, {I, C}, {C, I}, {C}};
     static_assert(sizeof(shapes) / sizeof(shapes[0]) == std::size(kLayer));
     for (size_t i = 0; i < std::size(kLayer); ++i)
       if (used(c, kLayer[i].kind)) add(h + kLayer[i].name, shapes[i], shapes[i].rank == 2, kLayer[i].kind, l, 1 + l);

@@ -30,8 +30,8 @@ struct LinearShape {
 // The attention's and the MLP's widths, which size the backend's op scratch.
 struct LayerWidths {
   int n_head, head_dim;
-  int64_t qkv_width;  // the fused q|k|v row
-  int64_t widest;     // the widest MLP activation
+  int64_t qkv_width;    // the fused q|k|v row
+  int64_t widest;       // the widest MLP activation
   int rope_tables = 1;  // distinct RoPEs the layers use
 };
 

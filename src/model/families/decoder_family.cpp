@@ -61,19 +61,18 @@ std::string DecoderFamily::shape_json(const ModelSpec& spec) const {
 
 std::string DecoderFamily::hf_config_json(const ModelSpec& spec, DType dtype) const {
   const LlamaConfig& c = spec.llama;
-  nlohmann::ordered_json j = {{"architectures", {hf_architecture()}},
-                              {"model_type", c.family}};
+  nlohmann::ordered_json j = {{"architectures", {hf_architecture()}}, {"model_type", c.family}};
   export_activation(j);
   j.update(nlohmann::ordered_json{{"hidden_size", c.n_embd},
-                              {"intermediate_size", c.intermediate},
-                              {"num_hidden_layers", c.n_layer},
-                              {"num_attention_heads", c.n_head},
-                              {"num_key_value_heads", c.n_kv_head},
-                              {"max_position_embeddings", c.max_seq_len},
-                              {"rms_norm_eps", shortest_decimal(c.rms_eps)},
-                              {"rope_theta", shortest_decimal(c.rope.theta)},
-                              {"vocab_size", c.vocab_size},
-                              {"torch_dtype", hf_dtype_name(dtype)}});
+                                  {"intermediate_size", c.intermediate},
+                                  {"num_hidden_layers", c.n_layer},
+                                  {"num_attention_heads", c.n_head},
+                                  {"num_key_value_heads", c.n_kv_head},
+                                  {"max_position_embeddings", c.max_seq_len},
+                                  {"rms_norm_eps", shortest_decimal(c.rms_eps)},
+                                  {"rope_theta", shortest_decimal(c.rope.theta)},
+                                  {"vocab_size", c.vocab_size},
+                                  {"torch_dtype", hf_dtype_name(dtype)}});
   keys_beyond_llama2(*this, c, j, true);
   // Strata's own padding, when it is not the default (Hugging Face ignores the extra key).
   if (c.padded_vocab_size != (c.vocab_size + 63) / 64 * 64) j["padded_vocab_size"] = c.padded_vocab_size;
@@ -166,6 +165,5 @@ HfName DecoderFamily::hf_name(const ModelSpec&, const ParamSpec& p) const {
 bool DecoderFamily::hf_ignorable(const ModelSpec& spec, const std::string& name) const {
   return name.ends_with("rotary_emb.inv_freq") || (spec.llama.tied && name == "lm_head.weight");
 }
-
 
 }  // namespace strata

@@ -11,8 +11,7 @@ namespace strata {
 class GemmaFamily : public DecoderFamily {
  public:
   void set_defaults(LlamaConfig& c) const override;
-  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c,
-                const ConfigValues& r) const override;
+  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c, const ConfigValues& r) const override;
   std::string own_keys() const override;
   void finish_config(LlamaConfig& c) const override;
   void export_keys(const LlamaConfig& c, nlohmann::ordered_json& j, bool all) const override;

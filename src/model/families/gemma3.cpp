@@ -29,14 +29,14 @@ class Gemma3TextFamily : public GemmaFamily {
     c.local_rope_own = true;  // rope_local_base_freq's default
     c.local_rope.theta = 10000.0f;
   }
-  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c,
-                const ConfigValues& r) const override {
+  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c, const ConfigValues& r) const override {
     if (key == "rope_local_base_freq") {
       c.local_rope.theta = float(r.positive_number(v, key));
       return true;
     }
     // transformers 5: one RoPE per layer type.
-    if (key == "rope_parameters" && v.is_object() && (v.contains("full_attention") || v.contains("sliding_attention"))) {
+    if (key == "rope_parameters" && v.is_object() &&
+        (v.contains("full_attention") || v.contains("sliding_attention"))) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         STRATA_CHECK(it.key() == "full_attention" || it.key() == "sliding_attention",
                      "model config '" + r.origin + "': rope_parameters has layer type '" + it.key() + "'",
@@ -56,13 +56,13 @@ class Gemma3TextFamily : public GemmaFamily {
   // The language model inside Gemma3ForConditionalGeneration's checkpoints, as transformers
   // 4.5x and 5 save it (language_model.model.*) and as later layouts name it (model.language_model.*).
   std::vector<std::string> hf_aliases(const std::string& name) const override {
-    if (name.starts_with("model."))
-      return {"language_model." + name, "model.language_model." + name.substr(6)};
+    if (name.starts_with("model.")) return {"language_model." + name, "model.language_model." + name.substr(6)};
     return {"language_model." + name};  // lm_head
   }
   std::string hf_left_out(const std::string& name) const override {
     for (const char* p : {"vision_tower.", "model.vision_tower."})
-      if (name.starts_with(p)) return "the vision tower (Strata trains Gemma-3's language model; the export is it alone)";
+      if (name.starts_with(p))
+        return "the vision tower (Strata trains Gemma-3's language model; the export is it alone)";
     for (const char* p : {"multi_modal_projector.", "model.multi_modal_projector."})
       if (name.starts_with(p)) return "the multimodal projector";
     return "";

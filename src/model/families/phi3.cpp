@@ -13,8 +13,7 @@ class Phi3Family final : public DecoderFamily {
   std::string display_name() const override { return "Phi-3"; }
   std::string hf_architecture() const override { return "Phi3ForCausalLM"; }
 
-  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c,
-                const ConfigValues& r) const override {
+  bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c, const ConfigValues& r) const override {
     if (key == "partial_rotary_factor")
       c.partial_rotary = float(r.positive_number(v, key));
     else if (key == "original_max_position_embeddings")

@@ -20,7 +20,8 @@ void Qwen2Family::finish_config(LlamaConfig& c) const {
   c.sliding_window = c.sliding_window_key;
   // Without layer_types, transformers slides the layers from max_window_layers (28 unstated) up.
   if (c.sliding_layers.empty())
-    for (int l = 0; l < c.n_layer; ++l) c.sliding_layers.push_back(l >= (c.max_window_layers ? c.max_window_layers : 28));
+    for (int l = 0; l < c.n_layer; ++l)
+      c.sliding_layers.push_back(l >= (c.max_window_layers ? c.max_window_layers : 28));
 }
 
 void Qwen2Family::export_keys(const LlamaConfig& c, nlohmann::ordered_json& j, bool) const {

@@ -18,8 +18,8 @@ const ModelFamily& gemma3_family();
 
 const std::vector<const ModelFamily*>& model_families() {
   static const std::vector<const ModelFamily*> families = {
-      &gpt2_family(),  &llama_family(),  &mistral_family(),     &qwen2_family(),  &qwen3_family(),
-      &phi3_family(),  &olmo2_family(),  &gemma2_family(),      &gemma3_text_family(), &gemma3_family(),
+      &gpt2_family(), &llama_family(), &mistral_family(), &qwen2_family(),       &qwen3_family(),
+      &phi3_family(), &olmo2_family(), &gemma2_family(),  &gemma3_text_family(), &gemma3_family(),
   };
   return families;
 }
