@@ -452,6 +452,47 @@ PY
       fail "the run without dropout failed"
     ! close "$tmp/one" "$tmp/none" 1e-4 >/dev/null || fail "the losses with dropout equal those without"
     echo "ok: $(losses "$tmp/one" | tr '\n' ' ')(1 rank = 2 ranks = resumed)" ;;
+  monitors)
+    # --tensorboard and --csv-dir, and a DeepSpeed config's tensorboard and csv_monitor blocks
+    # (output_path/job_name): DeepSpeed's CSV layout, and event files that the tensorboard
+    # package's reader reads back with metrics.jsonl's values (where a Python has it:
+    # $STRATA_TENSORBOARD_PYTHON, else .venv's).
+    "$bin" train --steps 5 --log-every 2 --tensorboard "$tmp/tb" --csv-dir "$tmp/csv" --out "$tmp/run" >/dev/null 2>"$tmp/err" ||
+      fail "train with monitors: $(cat "$tmp/err")"
+    [[ "$(head -1 "$tmp/csv/Train_Samples_train_loss.csv")" == "step,train_loss" ]] || fail "CSV header: $(head -1 "$tmp/csv/Train_Samples_train_loss.csv")"
+    /usr/bin/python3 - "$tmp/run/metrics.jsonl" "$tmp/csv" <<'PY' || fail "the CSV monitor's values differ from metrics.jsonl"
+import csv, json, sys
+metrics = [json.loads(l) for l in open(sys.argv[1])]
+for tag, key in (("train_loss", "loss"), ("lr", "lr"), ("grad_norm", "grad_norm")):
+    rows = list(csv.reader(open(f"{sys.argv[2]}/Train_Samples_{tag}.csv")))[1:]
+    assert [int(r[0]) for r in rows] == [m["step"] * 8 for m in metrics], (tag, rows)  # samples: 8 per step
+    assert [float(r[1]) for r in rows] == [m[key] for m in metrics], (tag, rows)
+PY
+    printf '{"train_micro_batch_size_per_gpu": 8, "tensorboard": {"enabled": true, "output_path": "%s/ds", "job_name": "job"}, "csv_monitor": {"enabled": true, "output_path": "%s/ds_csv/", "job_name": "job"}, "wandb": {"enabled": false}}' "$tmp" "$tmp" >"$tmp/ds.json"
+    "$bin" train --config "$tmp/ds.json" --steps 2 --out "$tmp/dsrun" >/dev/null 2>"$tmp/err" || fail "train --config: $(cat "$tmp/err")"
+    ls "$tmp"/ds/job/events.out.tfevents.* >/dev/null 2>&1 || fail "no event file in output_path/job_name"
+    [[ -s "$tmp/ds_csv/job/Train_Samples_lr.csv" ]] || fail "no CSV file in output_path/job_name"
+    py=${STRATA_TENSORBOARD_PYTHON:-$src/.venv/bin/python}
+    "$py" -c "import tensorboard" 2>/dev/null ||
+      { echo "skipped: the event files' read-back: no $py with the tensorboard package (pip install tensorboard)"; exit 77; }
+    "$py" - "$tmp/run/metrics.jsonl" "$tmp"/tb/events.out.tfevents.* <<'PY' || fail "the tensorboard reader disagrees with metrics.jsonl"
+import json, sys
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+metrics = [json.loads(l) for l in open(sys.argv[1])]
+seen = {}
+for e in EventFileLoader(sys.argv[2]).Load():  # checks each record's length and data CRC
+    for v in e.summary.value:
+        value = v.simple_value if v.HasField("simple_value") else v.tensor.float_val[0]
+        seen.setdefault(v.tag, []).append((e.step, value))
+for tag, key in (("Train/Samples/train_loss", "loss"), ("Train/Samples/lr", "lr"), ("Train/Samples/grad_norm", "grad_norm"),
+                 ("Train/Samples/tokens_per_s", "tokens_per_s")):
+    got = seen[tag]
+    assert [s for s, _ in got] == [m["step"] * 8 for m in metrics], (tag, got)
+    assert all(abs(g - m[key]) <= 1e-6 * abs(m[key]) for (_, g), m in zip(got, metrics)), (tag, got)  # f32 values
+assert "Train/Samples/bytes_h2d" in seen
+print(f"ok: {sum(len(v) for v in seen.values())} scalars under {len(seen)} tags read back")
+PY
+    ;;
   prepare_data)
     # Chat data (OpenAI messages) through the model's own tokenizer and chat template, the loss
     # on the assistant turns only; then trained on. Raw chat data names the command instead.

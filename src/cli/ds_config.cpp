@@ -154,10 +154,26 @@ void Translation::top_level(Block& top) {
   top.unsupported(
       "amp", [](const json& v) { return v.is_object() && v.value("enabled", false) == false; },
       "use the bf16 or fp16 block");
-  // Monitors: they watch the run and change nothing in it; Strata's own record is metrics.jsonl
-  // (and --summary's TFLOP/s), so they are accepted, saying they are not produced.
-  for (const char* k : {"flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet"})
-    top.accept(k, "not produced: Strata records every step in metrics.jsonl (TFLOP/s with --summary)");
+  // Monitors: they watch the run and change nothing in it. TensorBoard and CSV files are written
+  // where DeepSpeed writes them (output_path/job_name); the others need a service or a profiler,
+  // and Strata's own record is metrics.jsonl (and --summary's TFLOP/s).
+  for (const auto& [k, option] : {std::pair{"tensorboard", "tensorboard"}, std::pair{"csv_monitor", "csv-dir"}})
+    if (const json* v = top.get(k)) {
+      Block b(*v, k, path_, notes_);
+      const json* on = b.get("enabled");
+      const json* out = b.get("output_path");
+      const json* job = b.get("job_name");
+      if (on && b.boolean("enabled", *on)) {
+        const std::string dir = out ? b.string("output_path", *out) : "";
+        const std::string name = job ? b.string("job_name", *job) : "DeepSpeedJobName";  // DeepSpeed's default
+        set(option, dir.empty() ? name : dir + (dir.ends_with("/") ? "" : "/") + name, b.from("enabled"));
+      }
+      b.finish();
+    }
+  for (const char* k : {"flops_profiler", "wandb", "comet"})
+    top.accept(k,
+               "not produced: nothing is sent to a service; Strata records every step in metrics.jsonl "
+               "(TFLOP/s with --summary), and --tensorboard and --csv-dir write files");
   for (const char* k : {"elasticity", "autotuning", "compression_training", "data_efficiency", "curriculum_learning"})
     top.unsupported(
         k, [](const json& v) { return v.is_object() && v.value("enabled", false) == false; },

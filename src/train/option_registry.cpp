@@ -250,6 +250,10 @@ std::vector<TrainOption> make_options() {
     v.push_back(d);
   }
   v.push_back(text("out", &O::out, "output directory (metrics.jsonl)"));
+  v.push_back(text("tensorboard", &O::tensorboard,
+                   "write TensorBoard event files of each logged step into DIR (as DeepSpeed's tensorboard block)"));
+  v.push_back(text("csv-dir", &O::csv_dir,
+                   "write each logged step's scalars into DIR, one CSV file per tag (as DeepSpeed's csv_monitor)"));
   v.push_back(
       integer("log-every", &O::log_every, "steps between logged metrics", 1, INT64_MAX, false, "steps_per_print"));
   v.push_back(integer("threads", &O::threads, "CPU threads for ops (0 = all)", 0));

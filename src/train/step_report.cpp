@@ -49,6 +49,8 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
   const Model& model = *run.model;
   const zero::ZeroEngine& engine = *run.engine;
   if (run.lead) metrics_ = std::make_unique<MetricsLog>(opts.out, run.checkpoint ? run.start_step : -1);
+  if (run.lead && (!opts.tensorboard.empty() || !opts.csv_dir.empty()))
+    monitors_ = std::make_unique<RunMonitors>(opts.tensorboard, opts.csv_dir);
   if (!run.quiet) {
     std::fprintf(stderr,
                  "strata: %s, %.2fM params, %s on %s (threads pinned: %s, Adam: %s), "
@@ -128,6 +130,7 @@ void StepReporter::step(const StepRecord& r) {
       if (run_.tiers)
         line["host_bytes"] = host_bytes_, line["host_high_water"] = run_.tiers->budget(Tier::host).high_water();
       metrics_->write(line);
+      if (monitors_) monitors_->write(line, r.step * opts.micro_batch * opts.grad_accum * run_.world);
     }
   }
   if (!run_.quiet && (tty_ || log_now)) {

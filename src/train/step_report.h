@@ -6,6 +6,7 @@
 #include <string>
 
 #include "train/metrics_log.h"
+#include "train/run_monitors.h"
 #include "train/trainer.h"
 #include "train/training_run.h"
 
@@ -39,6 +40,7 @@ class StepReporter {
   const double tokens_per_step_;
   const bool tty_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<RunMonitors> monitors_;                                              // --tensorboard, --csv-dir
   nlohmann::json param_bytes_, grad_bytes_, optim_bytes_, comm_buffers_, host_bytes_;  // per rank
   std::vector<int64_t> comm_bytes_;  // per rank: bytes sent per step since the last log
   uint64_t comm_at_last_log_ = 0;

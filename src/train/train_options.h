@@ -125,7 +125,9 @@ struct CheckpointOptions {
 struct ReportingOptions {
   std::string out = "out";
   int64_t log_every = 10;
-  bool quiet = false;  // no progress line and no notes
+  std::string tensorboard;  // TensorBoard event files there ("" none)
+  std::string csv_dir;      // DeepSpeed's CSV monitor files there ("" none)
+  bool quiet = false;       // no progress line and no notes
 };
 
 }  // namespace strata
