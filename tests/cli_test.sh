@@ -455,8 +455,8 @@ PY
   monitors)
     # --tensorboard and --csv-dir, and a DeepSpeed config's tensorboard and csv_monitor blocks
     # (output_path/job_name): DeepSpeed's CSV layout, and event files that the tensorboard
-    # package's reader reads back with metrics.jsonl's values (where a Python has it:
-    # $STRATA_TENSORBOARD_PYTHON, else .venv's).
+    # package's reader reads back with metrics.jsonl's values (.venv's, which tools/setup.sh
+    # installs from PyPI, or $STRATA_TENSORBOARD_PYTHON's).
     "$bin" train --steps 5 --log-every 2 --tensorboard "$tmp/tb" --csv-dir "$tmp/csv" --out "$tmp/run" >/dev/null 2>"$tmp/err" ||
       fail "train with monitors: $(cat "$tmp/err")"
     [[ "$(head -1 "$tmp/csv/Train_Samples_train_loss.csv")" == "step,train_loss" ]] || fail "CSV header: $(head -1 "$tmp/csv/Train_Samples_train_loss.csv")"
@@ -474,7 +474,7 @@ PY
     [[ -s "$tmp/ds_csv/job/Train_Samples_lr.csv" ]] || fail "no CSV file in output_path/job_name"
     py=${STRATA_TENSORBOARD_PYTHON:-$src/.venv/bin/python}
     "$py" -c "import tensorboard" 2>/dev/null ||
-      { echo "skipped: the event files' read-back: no $py with the tensorboard package (pip install tensorboard)"; exit 77; }
+      { echo "skipped: the event files' read-back: no $py with the tensorboard package (tools/setup.sh installs it from PyPI)"; exit 77; }
     "$py" - "$tmp/run/metrics.jsonl" "$tmp"/tb/events.out.tfevents.* <<'PY' || fail "the tensorboard reader disagrees with metrics.jsonl"
 import json, sys
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader

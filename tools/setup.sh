@@ -33,6 +33,15 @@ if ! .venv/bin/python -c "import transformers, jinja2" 2>/dev/null; then
   fi
 fi
 
+# The tensorboard package, for the test that reads Strata's TensorBoard event files back
+# (cli.monitors); without PyPI that test says it skips its read-back.
+if [[ -x .venv/bin/python ]] && ! .venv/bin/python -c "import tensorboard" 2>/dev/null; then
+  echo "setup: installing tensorboard into .venv (cli.monitors reads the event files back with it)"
+  .venv/bin/pip install -q --disable-pip-version-check -r tools/requirements-monitors.txt ||
+    echo "setup: warning: could not install tools/requirements-monitors.txt from PyPI; cli.monitors skips" \
+         "its event-file read-back until setup.sh runs with PyPI reachable" >&2
+fi
+
 build=${STRATA_BUILD_DIR:-build}
 # nvcc is not on PATH by default where the CUDA toolkit lives in /usr/local/cuda.
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
