@@ -69,7 +69,7 @@ void attention_amx_forward_head(bf16* out, int64_t ldo, float* lse, const HeadVi
   };
   if (drop.active()) {  // the mask's f32 rows, then rounded
     blocks(T, [&](int64_t r0, int64_t r1) { scores(r0, r1, scale); });
-    causal_softmax_rows(S, lse, T, drop, b, h, NH);
+    causal_softmax_rows(S, T, lse, T, HeadDrop{drop, b, h, NH, T, 0});
     blocks(T, [&](int64_t r0, int64_t r1) {
       round_rows(P16, S, T, r0, r1, r1);
       values(r0, r1);
@@ -120,7 +120,7 @@ void attention_amx_backward_head(bf16* dq, bf16* dk, bf16* dv, int64_t lddx, con
       for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
       float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
       for (int64_t i = 0; i < hd; ++i) D += to_f32(dout[t * ldo + i]) * to_f32(out[t * ldo + i]);
-      softmax_backward_row(dP + t * T, p, D, t, T, drop, b, h, NH);  // dP becomes dS, P becomes P'
+      softmax_backward_row(dP + t * T, p, D, t, T, HeadDrop{drop, b, h, NH, T, 0});  // dP becomes dS, P becomes P'
     }
     round_rows(P16, P, T, 0, T, T);
     round_rows(dS16, dP, T, 0, T, T);

@@ -190,11 +190,13 @@ void CpuBackend::adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) {
 
 // ---- transformer ops (compute stream: the calling thread) ----
 
-void CpuBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
-  cpu::encoder_forward(h(out), tokens, h(wte), h(wpe));
+void CpuBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                                 std::span<const int32_t> positions) {
+  cpu::encoder_forward(h(out), tokens, h(wte), h(wpe), positions);
 }
-void CpuBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
-  cpu::encoder_backward(h(dwte), h(dwpe), h(dout), tokens);
+void CpuBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                                  std::span<const int32_t> positions) {
+  cpu::encoder_backward(h(dwte), h(dwpe), h(dout), tokens, positions);
 }
 void CpuBackend::layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                                    TensorView bias) {
@@ -216,12 +218,13 @@ void CpuBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorView
   cpu::matmul_backward(h(dinp), h(dweight), h(dbias), h(dout), h(inp), h(weight), ws_);
 }
 void CpuBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop,
-                                   const AttentionSpec& spec) {
-  cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_, drop, spec);
+                                   const AttentionSpec& spec, std::span<const int32_t> positions) {
+  cpu::attention_forward(h(out), h(lse), h(qkv), n_head, ws_, drop, spec, positions);
 }
 void CpuBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                    int n_head, const DropoutSpec& drop, const AttentionSpec& spec) {
-  cpu::attention_backward(h(dqkv), h(dout), h(qkv), h(out), h(lse), n_head, ws_, drop, spec);
+                                    int n_head, const DropoutSpec& drop, const AttentionSpec& spec,
+                                    std::span<const int32_t> positions) {
+  cpu::attention_backward(h(dqkv), h(dout), h(qkv), h(out), h(lse), n_head, ws_, drop, spec, positions);
 }
 void CpuBackend::dropout(TensorView x, const DropoutSpec& drop) { cpu::dropout(h(x), drop); }
 void CpuBackend::gelu_forward(TensorView out, TensorView inp) { cpu::gelu_forward(h(out), h(inp)); }
@@ -249,8 +252,9 @@ void CpuBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, T
   cpu::qk_rmsnorm_backward(h(dfused), h(dqk_weight), h(inp), h(qk_weight), h(rstd), n_head, n_kv_head, head_dim, ws_,
                            spec);
 }
-void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
-  cpu::rope(h(x), first_head, heads, head_dim, rope, inverse);
+void CpuBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+                      std::span<const int32_t> positions) {
+  cpu::rope(h(x), first_head, heads, head_dim, rope, inverse, positions);
 }
 void CpuBackend::gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) {
   cpu::gqa_expand(h(packed), h(fused), n_head, n_kv_head, head_dim);

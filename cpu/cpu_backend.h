@@ -41,8 +41,10 @@ class CpuBackend final : public Backend {
   void sum_squares(double* out, const void* x, DType t, int64_t n, bool accumulate, Stream& s) override;
   void adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) override;
 
-  void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) override;
-  void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) override;
+  void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                       std::span<const int32_t> positions = {}) override;
+  void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                        std::span<const int32_t> positions = {}) override;
   void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                          TensorView bias) override;
   void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
@@ -52,10 +54,11 @@ class CpuBackend final : public Backend {
   void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                        TensorView weight) override;
   void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop = {},
-                         const AttentionSpec& spec = {}) override;
+                         const AttentionSpec& spec = {}, std::span<const int32_t> positions = {}) override;
   void dropout(TensorView x, const DropoutSpec& drop) override;
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                          const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) override;
+                          const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                          std::span<const int32_t> positions = {}) override;
   void gelu_forward(TensorView out, TensorView inp) override;
   void rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
                        float weight_offset = 0.0f) override;
@@ -66,7 +69,8 @@ class CpuBackend final : public Backend {
   void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
                            TensorView rstd, int n_head, int n_kv_head, int head_dim,
                            const QkNormSpec& spec = {}) override;
-  void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) override;
+  void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+            std::span<const int32_t> positions = {}) override;
   void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
   void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;
   void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu) override;

@@ -12,8 +12,11 @@
 
 namespace strata::cpu {
 
-void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe);
-void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens);
+// `positions`: packed rows (Backend::encoder_forward); empty: position t.
+void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                     std::span<const int32_t> positions = {});
+void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                      std::span<const int32_t> positions = {});
 void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                        TensorView bias);
 void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
@@ -24,11 +27,13 @@ void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorV
                          Workspace& ws);
 void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                      TensorView weight, Workspace& ws);
-// `spec`: the sliding window, scale and soft-cap (Backend::attention_forward).
+// `spec`: the sliding window, scale and soft-cap; `positions`: packed rows, each record
+// attended on its own (Backend::attention_forward).
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
-                       const DropoutSpec& drop = {}, const AttentionSpec& spec = {});
+                       const DropoutSpec& drop = {}, const AttentionSpec& spec = {}, std::span<const int32_t> positions = {});
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws, const DropoutSpec& drop = {}, const AttentionSpec& spec = {});
+                        Workspace& ws, const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                        std::span<const int32_t> positions = {});
 // x [B, T, W] in place times each element's dropout factor (Backend::dropout).
 void dropout(TensorView x, const DropoutSpec& drop);
 void gelu_forward(TensorView out, TensorView inp);
@@ -49,7 +54,8 @@ void qk_rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorV
 void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
                          TensorView rstd, int n_head, int n_kv_head, int head_dim, Workspace& ws,
                          const QkNormSpec& spec = {});
-void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse);
+void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+          std::span<const int32_t> positions = {});
 void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim);
 void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim);
 void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu);

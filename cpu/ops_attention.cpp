@@ -101,16 +101,30 @@ int64_t sliding(int window, int64_t T) { return window > 0 && window < T ? windo
 // a soft-cap takes the generic path.
 bool plain(int64_t window, const AttentionSpec& spec) { return window == 0 && spec.scale <= 0 && spec.softcap <= 0; }
 
+// The records of a packed row: f(s0, n) for each run [s0, s0+n) of positions counting 0, 1, …
+// (the whole row when there are no positions).
+template <typename F>
+void for_each_record(const int32_t* row_pos, int64_t T, F&& f) {
+  int64_t s0 = 0;
+  for (int64_t t = 1; row_pos && t < T; ++t)
+    if (row_pos[t] == 0) f(s0, t - s0), s0 = t;
+  f(s0, T - s0);
+}
+const int32_t* row_positions(std::span<const int32_t> positions, int64_t b, int64_t T) {
+  return positions.empty() ? nullptr : positions.data() + b * T;
+}
+
 }  // namespace
 
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
-                       const DropoutSpec& drop, const AttentionSpec& spec) {
+                       const DropoutSpec& drop, const AttentionSpec& spec, std::span<const int32_t> positions) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(out, d.B * T * C, "attention_forward", "out");
   expect_numel(lse, d.B * d.NH * T, "attention_forward", "lse");
-  const int64_t w = sliding(spec.window, T);
-  if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16 && plain(w, spec)) {
+  check_positions(positions, d.B, T, "attention_forward");
+  if (on_amx(qkv.dtype, T, hd) && out.dtype == DType::bf16 && plain(sliding(spec.window, T), spec) &&
+      positions.empty()) {
     for_each_head(d, attention_amx_forward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
       const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
       attention_amx_forward_head(out.as<bf16>() + b * T * C + h * hd, C, lse.as<float>() + (b * d.NH + h) * T,
@@ -132,36 +146,41 @@ void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_hea
       const int64_t b = bh / d.NH, h = bh % d.NH;
       float* S = scratch + per_thread * size_t(thread_id());
       float *q = S + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd, *gs = o + T * hd;
-      const A* base = x + b * T * 3 * C + h * hd;
-      gather_head(v, base + 2 * C, T, hd, 3 * C);
-      if (!native) {
-        gather_head(q, base, T, hd, 3 * C, scale);
-        gather_head(k, base + C, T, hd, 3 * C);
-      }
-      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // S = q·k^T (scaled)
-        if (native)                                   // from the bf16 activations in place
-          scores_bf16(S + r0 * T, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, T, hd, scale, gs);
-        else
-          sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, S + r0 * T, T);
+      // Each record [s0, s0+n) of the row on its own: S is n×n (row stride n).
+      for_each_record(row_positions(positions, b, T), T, [&](int64_t s0, int64_t n) {
+        const A* base = x + (b * T + s0) * 3 * C + h * hd;
+        const int64_t w = sliding(spec.window, n);
+        gather_head(v, base + 2 * C, n, hd, 3 * C);
+        if (!native) {
+          gather_head(q, base, n, hd, 3 * C, scale);
+          gather_head(k, base + C, n, hd, 3 * C);
+        }
+        causal_blocks(n, [&](int64_t r0, int64_t r1) {  // S = q·k^T (scaled)
+          if (native)                                   // from the bf16 activations in place
+            scores_bf16(S + r0 * n, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, n, hd, scale, gs);
+          else
+            sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, S + r0 * n, n);
+        });
+        causal_softmax_rows(S, n, L + bh * T + s0, n, HeadDrop{drop, b, h, d.NH, T, s0}, w, spec.softcap);
+        causal_blocks(n, [&](int64_t r0, int64_t r1) {  // o = P·v
+          sgemm(false, false, r1 - r0, hd, r1, 1.0f, S + r0 * n, n, v, hd, 0.0f, o + r0 * hd, hd);
+        });
+        scatter_head(y + (b * T + s0) * C + h * hd, o, n, hd, C);
       });
-      causal_softmax_rows(S, L + bh * T, T, drop, b, h, d.NH, w, spec.softcap);
-      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // o = P·v
-        sgemm(false, false, r1 - r0, hd, r1, 1.0f, S + r0 * T, T, v, hd, 0.0f, o + r0 * hd, hd);
-      });
-      scatter_head(y + b * T * C + h * hd, o, T, hd, C);
     }
   });
 }
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                        Workspace& ws, const DropoutSpec& drop, const AttentionSpec& spec) {
+                        Workspace& ws, const DropoutSpec& drop, const AttentionSpec& spec,
+                        std::span<const int32_t> positions) {
   const Dims d = dims_of(qkv, n_head);
   const int64_t T = d.T, hd = d.hd, C = d.C;
   expect_numel(dqkv, d.B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, d.B * T * C, "attention_backward", "dout");
-  const int64_t w = sliding(spec.window, T);
+  check_positions(positions, d.B, T, "attention_backward");
   if (on_amx(qkv.dtype, T, hd) && dout.dtype == DType::bf16 && out.dtype == DType::bf16 && dqkv.dtype == DType::bf16 &&
-      plain(w, spec)) {
+      plain(sliding(spec.window, T), spec) && positions.empty()) {
     for_each_head(d, attention_amx_backward_floats(T, hd), ws, [&](int64_t b, int64_t h, float* scratch) {
       const bf16* base = qkv.as<bf16>() + b * T * 3 * C + h * hd;
       bf16* dbase = dqkv.as<bf16>() + b * T * 3 * C + h * hd;
@@ -189,54 +208,59 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       float* dP = P + T * T;
       float *q = dP + T * T, *k = q + T * hd, *v = k + T * hd, *o = v + T * hd;
       float *dO = o + T * hd, *dq = dO + T * hd, *dk = dq + T * hd, *dv = dk + T * hd, *gs = dv + T * hd;
-      const A* base = x + b * T * 3 * C + h * hd;
-      const A* dyh = dy + b * T * C + h * hd;
-      gather_head(q, base, T, hd, 3 * C, scale);
-      gather_head(k, base + C, T, hd, 3 * C);
-      gather_head(o, y + b * T * C + h * hd, T, hd, C);
-      gather_head(dO, dyh, T, hd, C);
-      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // scores
-        if (native)
-          scores_bf16(P + r0 * T, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, T, hd, scale, gs);
-        else
-          sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, P + r0 * T, T);
+      // Each record [s0, s0+n) of the row on its own: P and dP are n×n (row stride n).
+      for_each_record(row_positions(positions, b, T), T, [&](int64_t s0, int64_t n) {
+        const A* base = x + (b * T + s0) * 3 * C + h * hd;
+        const A* dyh = dy + (b * T + s0) * C + h * hd;
+        const int64_t w = sliding(spec.window, n);
+        const HeadDrop hdrop{drop, b, h, d.NH, T, s0};
+        gather_head(q, base, n, hd, 3 * C, scale);
+        gather_head(k, base + C, n, hd, 3 * C);
+        gather_head(o, y + (b * T + s0) * C + h * hd, n, hd, C);
+        gather_head(dO, dyh, n, hd, C);
+        causal_blocks(n, [&](int64_t r0, int64_t r1) {  // scores
+          if (native)
+            scores_bf16(P + r0 * n, base + r0 * 3 * C, base + C, 3 * C, 3 * C, r1 - r0, r1, n, hd, scale, gs);
+          else
+            sgemm(false, true, r1 - r0, r1, hd, 1.0f, q + r0 * hd, hd, k, hd, 0.0f, P + r0 * n, n);
+        });
+        const float* lrow = L + bh * T + s0;
+        for (int64_t t = 0; t < n && spec.softcap <= 0; ++t) {  // (capped: in softcap_backward_row)
+          float* p = P + t * n;
+          const int64_t lo = first_visible_key(t, w);
+          simd::exp_shift_sum(p + lo, t + 1 - lo, lrow[t]);
+          for (int64_t j = 0; j < lo; ++j) p[j] = 0;
+          for (int64_t j = t + 1; j < n; ++j) p[j] = 0;
+        }
+        if (!native) gather_head(v, base + 2 * C, n, hd, 3 * C);
+        causal_blocks(n, [&](int64_t r0, int64_t r1) {  // dP' = dO·v^T
+          if (native)                                   // from the bf16 activations in place
+            scores_bf16(dP + r0 * n, dyh + r0 * C, base + 2 * C, C, 3 * C, r1 - r0, r1, n, hd, 1.0f, gs);
+          else
+            sgemm(false, true, r1 - r0, r1, hd, 1.0f, dO + r0 * hd, hd, v, hd, 0.0f, dP + r0 * n, n);
+        });
+        for (int64_t t = 0; t < n; ++t) {
+          float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
+          for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
+          if (spec.softcap > 0)
+            softcap_backward_row(dP + t * n, P + t * n, lrow[t], D, t, n, hdrop, w, spec.softcap);
+          else
+            softmax_backward_row(dP + t * n, P + t * n, D, t, n, hdrop, w);  // dv below takes P'
+        }
+        // Key rows [c0, c1) get gradient from query rows [c0, n) only.
+        causal_blocks(n, [&](int64_t c0, int64_t c1) {
+          sgemm(true, false, c1 - c0, hd, n - c0, 1.0f, P + c0 * n + c0, n, dO + c0 * hd, hd, 0.0f, dv + c0 * hd,
+                hd);  // dv = P'^T·dO
+          sgemm(false, false, c1 - c0, hd, c1, scale, dP + c0 * n, n, k, hd, 0.0f, dq + c0 * hd,
+                hd);  // dq = dS·k·scale (query rows [c0, c1))
+          sgemm(true, false, c1 - c0, hd, n - c0, 1.0f, dP + c0 * n + c0, n, q + c0 * hd, hd, 0.0f, dk + c0 * hd,
+                hd);  // dk = dS^T·(q·scale)
+        });
+        A* dbase = dx + (b * T + s0) * 3 * C + h * hd;
+        scatter_head(dbase, dq, n, hd, 3 * C);
+        scatter_head(dbase + C, dk, n, hd, 3 * C);
+        scatter_head(dbase + 2 * C, dv, n, hd, 3 * C);
       });
-      const float* lrow = L + bh * T;
-      for (int64_t t = 0; t < T && spec.softcap <= 0; ++t) {  // (capped: in softcap_backward_row)
-        float* p = P + t * T;
-        const int64_t lo = first_visible_key(t, w);
-        simd::exp_shift_sum(p + lo, t + 1 - lo, lrow[t]);
-        for (int64_t j = 0; j < lo; ++j) p[j] = 0;
-        for (int64_t j = t + 1; j < T; ++j) p[j] = 0;
-      }
-      if (!native) gather_head(v, base + 2 * C, T, hd, 3 * C);
-      causal_blocks(T, [&](int64_t r0, int64_t r1) {  // dP' = dO·v^T
-        if (native)                                   // from the bf16 activations in place
-          scores_bf16(dP + r0 * T, dyh + r0 * C, base + 2 * C, C, 3 * C, r1 - r0, r1, T, hd, 1.0f, gs);
-        else
-          sgemm(false, true, r1 - r0, r1, hd, 1.0f, dO + r0 * hd, hd, v, hd, 0.0f, dP + r0 * T, T);
-      });
-      for (int64_t t = 0; t < T; ++t) {
-        float D = 0;  // Σ_i dO·O = Σ_j P'·dP' for row t
-        for (int64_t i = 0; i < hd; ++i) D += dO[t * hd + i] * o[t * hd + i];
-        if (spec.softcap > 0)
-          softcap_backward_row(dP + t * T, P + t * T, lrow[t], D, t, T, drop, b, h, d.NH, w, spec.softcap);
-        else
-          softmax_backward_row(dP + t * T, P + t * T, D, t, T, drop, b, h, d.NH, w);  // dv below takes P'
-      }
-      // Key rows [c0, c1) get gradient from query rows [c0, T) only.
-      causal_blocks(T, [&](int64_t c0, int64_t c1) {
-        sgemm(true, false, c1 - c0, hd, T - c0, 1.0f, P + c0 * T + c0, T, dO + c0 * hd, hd, 0.0f, dv + c0 * hd,
-              hd);  // dv = P'^T·dO
-        sgemm(false, false, c1 - c0, hd, c1, scale, dP + c0 * T, T, k, hd, 0.0f, dq + c0 * hd,
-              hd);  // dq = dS·k·scale (query rows [c0, c1))
-        sgemm(true, false, c1 - c0, hd, T - c0, 1.0f, dP + c0 * T + c0, T, q + c0 * hd, hd, 0.0f, dk + c0 * hd,
-              hd);  // dk = dS^T·(q·scale)
-      });
-      A* dbase = dx + b * T * 3 * C + h * hd;
-      scatter_head(dbase, dq, T, hd, 3 * C);
-      scatter_head(dbase + C, dk, T, hd, 3 * C);
-      scatter_head(dbase + 2 * C, dv, T, hd, 3 * C);
     }
   });
 }

@@ -14,8 +14,15 @@
 
 namespace strata::cpu {
 
-void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
+// The position of token n: its packed-row position, or its row index t.
+static int64_t position_of(int64_t n, int64_t T, std::span<const int32_t> positions) {
+  return positions.empty() ? n % T : positions[size_t(n)];
+}
+
+void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                     std::span<const int32_t> positions) {
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
+  check_positions(positions, N / T, T, "encoder_forward");
   // wpe may be empty (Llama: positions come from rotary embeddings instead).
   const int64_t V = wte.shape[0], maxT = wpe.data ? wpe.shape[0] : T;
   expect_numel(out, N * C, "encoder_forward", "out");
@@ -43,14 +50,16 @@ void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView
         std::memcpy(y, a, size_t(C) * sizeof(T_));
         continue;
       }
-      const T_* b = pe + (n % T) * C;
+      const T_* b = pe + position_of(n, T, positions) * C;
       for (int64_t c = 0; c < C; ++c) y[c] = from_f32<T_>(to_f32(a[c]) + to_f32(b[c]));
     }
   });
 }
 
-void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
+void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                      std::span<const int32_t> positions) {
   const int64_t C = last_dim(dout), N = int64_t(tokens.size()), T = dout.shape[dout.shape.rank - 2];
+  check_positions(positions, N / T, T, "encoder_backward");
   float* dte = dwte.as<float>();
   float* dpe = dwpe.as<float>();
   dispatch_act(dout.dtype, [&]<typename T_>(T_) {
@@ -70,7 +79,7 @@ void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::sp
           for (int64_t c = c0; c < c1; ++c) te[c] += to_f32(g[c]);
           continue;
         }
-        float* pe = dpe + (n % T) * C;
+        float* pe = dpe + position_of(n, T, positions) * C;
         for (int64_t c = c0; c < c1; ++c) {
           const float v = to_f32(g[c]);
           te[c] += v;

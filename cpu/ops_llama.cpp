@@ -147,10 +147,11 @@ static const float* rope_table(int64_t T, int head_dim, const RopeSpec& rope) {
   return tables.back()->cs.data();
 }
 
-void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
+void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+          std::span<const int32_t> positions) {
   // x [B, T, W]: heads [first_head, first_head + heads) of width head_dim each, rotated in
-  // place by position t: (x_i, x_{i+r/2}) by angle t·inv_freq_i for the r rotary dims
-  // (inverse: by minus it, which is the backward of the forward rotation).
+  // place by position t (the token's packed-row position when given): (x_i, x_{i+r/2}) by
+  // angle t·inv_freq_i for the r rotary dims (inverse: by minus it, the forward's backward).
   const int64_t T = x.shape[x.shape.rank - 2], W = x.shape[x.shape.rank - 1], BT = x.numel() / W;
   STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
                "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
@@ -160,6 +161,7 @@ void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec&
   STRATA_CHECK(rot % 2 == 0 && rot <= head_dim,
                "rope: " + std::to_string(rot) + " rotary dims of a head of " + std::to_string(head_dim),
                "the rotary dims must be even and at most the head size");
+  check_positions(positions, BT / T, T, "rope");
   const float* cs = rope_table(T, rot, rope);
   const float sign = inverse ? -1.0f : 1.0f;
   const __m256 vsign = _mm256_set1_ps(sign);
@@ -167,7 +169,7 @@ void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec&
     T_* p = x.as<T_>();
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < BT; ++n) {
-      const int64_t t = n % T;
+      const int64_t t = positions.empty() ? n % T : positions[size_t(n)];
       const float *cos_t = cs + t * rot, *sin_t = cos_t + half;
       for (int h = first_head; h < first_head + heads; ++h) {
         T_* v = p + n * W + int64_t(h) * head_dim;

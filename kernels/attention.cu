@@ -99,7 +99,8 @@ __device__ __forceinline__ void dot_rows_tile(float (&acc)[R], const float* rows
 // ---- forward ----
 template <typename T, int NC>
 __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict__ lse, const T* __restrict__ qkv, int B,
-                                         int Tn, int NH, int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
+                                         int Tn, int NH, int hd, float scale, DropoutSpec drop, AttentionSpec spec,
+                                         km::AttnRecords rec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -114,12 +115,14 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const float* myQ = Qs + warp * R * hd4;
-  int row[R];  // rows past T compute as row T-1 (a finite state) and are not stored
+  const int b = bh / NH;
+  int row[R], first[R];  // rows past T compute as row T-1 (a finite state) and are not stored
   km::SoftmaxState st[R];
   float acc[R][NC];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     row[r] = min(i0 + warp * R + r, Tn - 1);
+    first[r] = km::attn_record_first(rec, b, Tn, row[r]);
     st[r] = km::softmax_init();
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[r][c] = 0.0f;
@@ -127,7 +130,9 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
   // BR divides kTile, so every row of the block has its last key in the block's last tile.
   static_assert(kTile % BR == 0, "a block's rows share their last tile");
   const int ntiles = (min(i0 + BR, Tn) - 1) / kTile + 1;
-  for (int t = km::attn_first_key_tile(i0, spec.window); t < ntiles; ++t) {
+  // The block's first row has the earliest record start of its rows (and the earliest window).
+  const int t0 = max(km::attn_first_key_tile(i0, spec.window), km::attn_record_first(rec, b, Tn, i0) / kTile);
+  for (int t = t0; t < ntiles; ++t) {
     const int j0 = t * kTile;
     __syncthreads();  // the previous tile has been read
     stage_tile(Kt, q + hv.C, 3 * hv.C, j0, Tn, hd, hd4, 1.0f);
@@ -138,7 +143,7 @@ __global__ void attention_forward_kernel(T* __restrict__ out, float* __restrict_
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       s[r] = km::attn_masked_score(km::attn_capped_score(s[r], spec.softcap),
-                                   km::attn_visible(row[r], j0 + lane, spec.window));
+                                   km::attn_visible(row[r], j0 + lane, spec.window, first[r]));
       const float alpha = km::softmax_rescale(st[r], warp_max(s[r]));
       p[r] = km::softmax_weight(s[r], st[r]);
       km::softmax_accumulate(st[r], warp_sum(p[r]));
@@ -197,7 +202,7 @@ __global__ void attention_d_kernel(float* __restrict__ D, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                     const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                    int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
+                                    int hd, float scale, DropoutSpec drop, AttentionSpec spec, km::AttnRecords rec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH, nrb = (Tn + BR - 1) / BR;
@@ -212,11 +217,13 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
   stage_rows(dOs, BR, dout + hv.act, hv.C, i0, Tn, hd, hd4, 1.0f);
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int row[R];  // rows past T compute as row T-1 and are not stored
+  const int b = bh / NH;
+  int row[R], first[R];  // rows past T compute as row T-1 and are not stored
   float L[R], Drow[R], acc[R][NC];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     row[r] = min(i0 + warp * R + r, Tn - 1);
+    first[r] = km::attn_record_first(rec, b, Tn, row[r]);
     L[r] = lse[hv.stat + row[r]];
     Drow[r] = Dg[hv.stat + row[r]];
 #pragma unroll
@@ -224,7 +231,8 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
   }
   static_assert(kTile % BR == 0, "a block's rows share their last tile");
   const int ntiles = (min(i0 + BR, Tn) - 1) / kTile + 1;
-  for (int t = km::attn_first_key_tile(i0, spec.window); t < ntiles; ++t) {
+  const int t0 = max(km::attn_first_key_tile(i0, spec.window), km::attn_record_first(rec, b, Tn, i0) / kTile);
+  for (int t = t0; t < ntiles; ++t) {
     const int j0 = t * kTile;
     __syncthreads();
     stage_tile(Kt, q + hv.C, 3 * hv.C, j0, Tn, hd, hd4, 1.0f);
@@ -241,7 +249,7 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
               ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, row[r], j0 + lane, NH, Tn))
               : 1.0f;
       km::attn_grad_pair(km::attn_capped_score(s[r], spec.softcap), dp[r], L[r], Drow[r],
-                         km::attn_visible(row[r], j0 + lane, spec.window), m, spec.softcap, &p, &ds[r]);
+                         km::attn_visible(row[r], j0 + lane, spec.window, first[r]), m, spec.softcap, &p, &ds[r]);
     }
     const int jn = min(kTile, Tn - j0);
     for (int jj = 0; jj < jn; ++jj) {
@@ -276,7 +284,7 @@ __global__ void attention_dq_kernel(T* __restrict__ dqkv, const T* __restrict__ 
 template <typename T, int NC>
 __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__ dout, const T* __restrict__ qkv,
                                      const float* __restrict__ lse, const float* __restrict__ Dg, int B, int Tn, int NH,
-                                     int hd, float scale, DropoutSpec drop, AttentionSpec spec) {
+                                     int hd, float scale, DropoutSpec drop, AttentionSpec spec, km::AttnRecords rec) {
   constexpr int R = kRowsPerWarp<NC>, BR = kBlockRows<NC>;
   extern __shared__ float4 smem4[];
   const int hd4 = km::attn_padded_hd(hd), BNH = B * NH;
@@ -298,7 +306,10 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
     for (int c = 0; c < NC; ++c) dk[r][c] = dv[r][c] = 0.0f;
   // BR divides kTile, so the block's first tile is every one of its keys' first tile.
   static_assert(kTile % BR == 0, "a block's rows share their first tile");
-  const int last_tile = km::attn_last_query_tile(min(j0 + BR, Tn) - 1, spec.window, Tn);
+  // The block's last key has the latest window and record end of its keys.
+  const int b = bh / NH, last_key = min(j0 + BR, Tn) - 1;
+  const int last_tile = min(km::attn_last_query_tile(last_key, spec.window, Tn),
+                            km::attn_record_last(rec, b, Tn, last_key) / kTile);
   for (int t = j0 / kTile; t <= last_tile; ++t) {
     const int i0 = t * kTile, i = i0 + lane;
     __syncthreads();
@@ -306,6 +317,7 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
     stage_tile(dOt, dout + hv.act, hv.C, i0, Tn, hd, hd4, 1.0f);
     __syncthreads();
     const bool in = i < Tn;  // queries past T are zero in the tile and masked here
+    const int first = in ? km::attn_record_first(rec, b, Tn, i) : 0;
     const float Li = in ? lse[hv.stat + i] : 0.0f, Di = in ? Dg[hv.stat + i] : 0.0f;
     float s[R] = {}, dp[R] = {}, p[R], ds[R];
     dot_rows_tile<R>(s, Ks + warp * R * hd4, Qt, hd4, lane);
@@ -317,7 +329,7 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
                           ? km::dropout_mult(drop, km::attn_dropout_index(drop, bh / NH, bh % NH, i, j, NH, Tn))
                           : 1.0f;
       km::attn_grad_pair(km::attn_capped_score(s[r], spec.softcap), dp[r], Li, Di,
-                         in && km::attn_visible(i, j, spec.window), m, spec.softcap, &p[r], &ds[r]);
+                         in && km::attn_visible(i, j, spec.window, first), m, spec.softcap, &p[r], &ds[r]);
     }
     const int in_n = min(kTile, Tn - i0);
     for (int ii = 0; ii < in_n; ++ii) {
@@ -393,7 +405,8 @@ size_t smem_bytes(int block_rows, int row_sets, int hd) {
 }  // namespace
 
 void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
-                       const DropoutSpec& drop, const AttentionSpec& spec, void* stream) {
+                       const DropoutSpec& drop, const AttentionSpec& spec, const kernel_math::AttnRecords& rec,
+                       void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
   const float scale = km::attn_scale(hd, spec);
   dispatch(dtype, [&](auto* tag) {
@@ -405,7 +418,7 @@ void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int
       const size_t smem = smem_bytes(BR, 1, hd);
       allow_smem(attention_forward_kernel<E, NC>, smem);
       attention_forward_kernel<E, NC><<<blocks, kBlock, smem, as_stream(stream)>>>(
-          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale, drop, spec);
+          static_cast<E*>(out), lse, static_cast<const E*>(qkv), B, T, NH, hd, scale, drop, spec, rec);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });
@@ -413,7 +426,7 @@ void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int
 
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
                         int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, const AttentionSpec& spec,
-                        void* stream) {
+                        const kernel_math::AttnRecords& rec, void* stream) {
   if (B <= 0 || T <= 0 || NH <= 0) return;
   const float scale = km::attn_scale(hd, spec);
   float* D = static_cast<float*>(scratch);
@@ -431,12 +444,12 @@ void attention_backward(void* dqkv, const void* dout, const void* qkv, const voi
       allow_smem(attention_dq_kernel<E, NC>, smem);
       attention_dq_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
                                                               static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
-                                                              drop, spec);
+                                                              drop, spec, rec);
       STRATA_CUDA_CHECK_LAUNCH();
       allow_smem(attention_dkv_kernel<E, NC>, smem);
       attention_dkv_kernel<E, NC><<<blocks, kBlock, smem, s>>>(static_cast<E*>(dqkv), static_cast<const E*>(dout),
                                                                static_cast<const E*>(qkv), lse, D, B, T, NH, hd, scale,
-                                                               drop, spec);
+                                                               drop, spec, rec);
       STRATA_CUDA_CHECK_LAUNCH();
     });
   });

@@ -16,6 +16,8 @@
 #include "kernels/launch.h"
 #include "kernels/math/adam16_math.h"
 #include "kernels/math/element_math.h"
+#include "kernels/math/segment_math.h"
+#include "backend/op_checks.h"
 
 namespace strata::cuda {
 
@@ -44,14 +46,17 @@ CudaBackend::CudaBackend(CudaBackendOptions opts) {
   gemm_workspace_ = allocate(kGemmWorkspace, "cublaslt:workspace");
   gemm_ = std::make_unique<Gemm>(gemm_workspace_.data(), kGemmWorkspace);
   for (TokenSlot& t : token_slots_) t.copied = std::make_unique<CudaEvent>();
+  records_.copied = std::make_unique<CudaEvent>();
 }
 
 CudaBackend::~CudaBackend() {
   if (compute_) cudaStreamSynchronize(static_cast<cudaStream_t>(cs()));
   for (TokenSlot& t : token_slots_)
     if (t.host) cudaFreeHost(t.host);
+  if (records_.host) cudaFreeHost(records_.host);
   // Buffers carved from the slab return to the arena before it goes.
   for (TokenSlot& t : token_slots_) t.device = {};
+  records_.device = {};
   rope_tables_.clear(), square_scratch_.clear(), scratch_ = {};
   gemm_.reset();
   gemm_workspace_ = {};
@@ -191,6 +196,33 @@ const int32_t* CudaBackend::stage_tokens(std::span<const int32_t> ids, int64_t l
                                     static_cast<cudaStream_t>(cs())));
   compute_->record(*t.copied);
   return t.device.as<int32_t>();
+}
+
+kernel_math::AttnRecords CudaBackend::stage_records(std::span<const int32_t> positions, int64_t B, int64_t T,
+                                                    const char* op) {
+  if (positions.empty()) return {};
+  const size_t n = positions.size();
+  TokenSlot& r = records_;
+  if (records_staged_ != n || std::memcmp(r.host, positions.data(), n * 4) != 0) {
+    check_positions(positions, B, T, op);
+    r.copied->synchronize();  // the previous upload has left the pinned copy
+    if (2 * n > r.capacity) {  // the first micro-batch of a shape only
+      if (r.host) STRATA_CUDA_CHECK(cudaFreeHost(r.host));
+      r.host = nullptr, r.device = {};
+      STRATA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&r.host), 2 * n * 4, cudaHostAllocPortable));
+      r.device = allocate(2 * n * 4, "cuda:packed-positions");
+      r.capacity = 2 * n;
+    }
+    std::memcpy(r.host, positions.data(), n * 4);
+    kernel_math::segment_last_rows(r.host + n, r.host, B, T);
+    // Ordered on the compute stream: the kernels that read the previous positions run first.
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(r.device.data(), r.host, 2 * n * 4, cudaMemcpyHostToDevice,
+                                      static_cast<cudaStream_t>(cs())));
+    compute_->record(*r.copied);
+    records_staged_ = n;
+  }
+  const int32_t* d = r.device.as<int32_t>();
+  return {d, d + n};
 }
 
 const float* CudaBackend::rope_table(int64_t T, int head_dim, const RopeSpec& rope) {

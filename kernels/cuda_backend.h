@@ -11,6 +11,7 @@
 #include "backend/arena_allocator.h"
 #include "backend/backend.h"
 #include "kernels/cuda_stream.h"
+#include "kernels/math/attention_math.h"
 #include "kernels/math/scratch_sizes.h"
 
 namespace strata::cuda {
@@ -45,8 +46,10 @@ class CudaBackend final : public Backend {
   void sum_squares(double* out, const void* x, DType t, int64_t n, bool accumulate, Stream& s) override;
   void adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) override;
 
-  void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) override;
-  void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) override;
+  void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                       std::span<const int32_t> positions = {}) override;
+  void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                        std::span<const int32_t> positions = {}) override;
   void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                          TensorView bias) override;
   void layernorm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
@@ -56,9 +59,10 @@ class CudaBackend final : public Backend {
   void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                        TensorView weight) override;
   void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop = {},
-                         const AttentionSpec& spec = {}) override;
+                         const AttentionSpec& spec = {}, std::span<const int32_t> positions = {}) override;
   void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
-                          const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) override;
+                          const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                          std::span<const int32_t> positions = {}) override;
   void dropout(TensorView x, const DropoutSpec& drop) override;
   void gelu_forward(TensorView out, TensorView inp) override;
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
@@ -76,7 +80,8 @@ class CudaBackend final : public Backend {
   void qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, TensorView inp, TensorView qk_weight,
                            TensorView rstd, int n_head, int n_kv_head, int head_dim,
                            const QkNormSpec& spec = {}) override;
-  void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) override;
+  void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+            std::span<const int32_t> positions = {}) override;
   void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) override;
   void gqa_reduce(TensorView dfused, TensorView dpacked, int n_head, int n_kv_head, int head_dim) override;
   void swiglu_forward(TensorView out, TensorView gate_up, GatedAct act = GatedAct::silu) override;
@@ -91,6 +96,9 @@ class CudaBackend final : public Backend {
   void* scratch(size_t bytes);
   // Token ids to the device through a pinned ring (checked against `limit` on the host first).
   const int32_t* stage_tokens(std::span<const int32_t> ids, int64_t limit, const char* what);
+  // Packed rows' positions and record ends to the device (checked first); kept while the
+  // same positions come back, as they do for every op of a micro-batch. Empty: none.
+  kernel_math::AttnRecords stage_records(std::span<const int32_t> positions, int64_t B, int64_t T, const char* op);
   const float* rope_table(int64_t T, int head_dim, const RopeSpec& rope);
   void* square_scratch(Stream& s);
 
@@ -110,6 +118,9 @@ class CudaBackend final : public Backend {
   };
   TokenSlot token_slots_[kernel_math::kTokenSlots];
   int next_token_slot_ = 0;
+  // positions | record ends, pinned and on the device (stage_records)
+  TokenSlot records_;
+  size_t records_staged_ = 0;  // positions in records_ now (0: none)
   struct RopeTable {
     int64_t T;
     int head_dim;

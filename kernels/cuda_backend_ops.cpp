@@ -14,7 +14,8 @@
 
 namespace strata::cuda {
 
-void CudaBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) {
+void CudaBackend::encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                                  std::span<const int32_t> positions) {
   const int64_t C = last_dim(out), N = int64_t(tokens.size()), T = out.shape[out.shape.rank - 2];
   const int64_t maxT = wpe.data ? wpe.shape[0] : T;
   expect_numel(out, N * C, "encoder_forward", "out");
@@ -22,14 +23,17 @@ void CudaBackend::encoder_forward(TensorView out, std::span<const int32_t> token
                "sequence length " + std::to_string(T) + " exceeds the model's context " + std::to_string(maxT),
                "lower --seq-len or use a model with a longer context");
   const int32_t* ids = stage_tokens(tokens, wte.shape[0], "token");
-  launch::encoder_forward(out.data, ids, wte.data, wpe.data, N, T, C, int(out.dtype), cs());
+  const int32_t* pos = stage_records(positions, N / T, T, "encoder_forward").pos;
+  launch::encoder_forward(out.data, ids, pos, wte.data, wpe.data, N, T, C, int(out.dtype), cs());
 }
 
-void CudaBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) {
+void CudaBackend::encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                                   std::span<const int32_t> positions) {
   const int64_t C = last_dim(dout), N = int64_t(tokens.size()), T = dout.shape[dout.shape.rank - 2];
   expect_dtype(dwte, DType::f32, "encoder_backward", "dwte");
   const int32_t* ids = stage_tokens(tokens, dwte.shape[0], "token");
-  launch::encoder_backward(dwte.as<float>(), dwpe.data ? dwpe.as<float>() : nullptr, dout.data, ids, N, T, C,
+  const int32_t* pos = stage_records(positions, N / T, T, "encoder_backward").pos;
+  launch::encoder_backward(dwte.as<float>(), dwpe.data ? dwpe.as<float>() : nullptr, dout.data, ids, pos, N, T, C,
                            int(dout.dtype), cs());
 }
 
@@ -99,25 +103,28 @@ void CudaBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorVie
 }
 
 void CudaBackend::attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, const DropoutSpec& drop,
-                                    const AttentionSpec& spec) {
+                                    const AttentionSpec& spec, std::span<const int32_t> positions) {
   STRATA_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0 && (qkv.shape[2] / 3) % n_head == 0,
                "attention: qkv shape " + qkv.shape.str() + " does not split into " + std::to_string(n_head) + " heads",
                "qkv must be [B, T, 3C] with C divisible by the head count");
   const int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3;
   expect_numel(out, B * T * C, "attention_forward", "out");
   expect_numel(lse, B * n_head * T, "attention_forward", "lse");
+  const kernel_math::AttnRecords rec = stage_records(positions, B, T, "attention_forward");
   launch::attention_forward(out.data, lse.as<float>(), qkv.data, int(B), int(T), n_head, int(C / n_head),
-                            int(qkv.dtype), drop, spec, cs());
+                            int(qkv.dtype), drop, spec, rec, cs());
 }
 
 void CudaBackend::attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                     int n_head, const DropoutSpec& drop, const AttentionSpec& spec) {
+                                     int n_head, const DropoutSpec& drop, const AttentionSpec& spec,
+                                     std::span<const int32_t> positions) {
   const int64_t B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3;
   expect_numel(dqkv, B * T * 3 * C, "attention_backward", "dqkv");
   expect_numel(dout, B * T * C, "attention_backward", "dout");
   void* ws = scratch(launch::attention_backward_scratch_bytes(int(B), int(T), n_head));
+  const kernel_math::AttnRecords rec = stage_records(positions, B, T, "attention_backward");
   launch::attention_backward(dqkv.data, dout.data, qkv.data, out.data, lse.as<float>(), ws, int(B), int(T), n_head,
-                             int(C / n_head), int(qkv.dtype), drop, spec, cs());
+                             int(C / n_head), int(qkv.dtype), drop, spec, rec, cs());
 }
 
 void CudaBackend::dropout(TensorView x, const DropoutSpec& drop) {
@@ -206,7 +213,8 @@ void CudaBackend::qk_rmsnorm_backward(TensorView dfused, TensorView dqk_weight, 
                               scratch(launch::qk_norm_scratch_bytes(N, n_head, q.weights())), cs());
 }
 
-void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) {
+void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+                       std::span<const int32_t> positions) {
   const int64_t T = x.shape[x.shape.rank - 2], W = last_dim(x), BT = x.numel() / W;
   STRATA_CHECK(head_dim % 2 == 0 && int64_t(first_head + heads) * head_dim <= W,
                "rope: heads [" + std::to_string(first_head) + ", +" + std::to_string(heads) + ") of " +
@@ -216,7 +224,8 @@ void CudaBackend::rope(TensorView x, int first_head, int heads, int head_dim, co
   STRATA_CHECK(rot % 2 == 0 && rot <= head_dim,
                "rope: " + std::to_string(rot) + " rotary dims of a head of " + std::to_string(head_dim),
                "the rotary dims must be even and at most the head size");
-  launch::rope(x.data, rope_table(T, rot, rope), BT, T, W, first_head, heads, head_dim, rot, inverse, int(x.dtype),
+  const int32_t* pos = stage_records(positions, BT / T, T, "rope").pos;
+  launch::rope(x.data, rope_table(T, rot, rope), pos, BT, T, W, first_head, heads, head_dim, rot, inverse, int(x.dtype),
                cs());
 }
 

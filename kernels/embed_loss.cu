@@ -12,25 +12,25 @@ namespace km = strata::kernel_math;
 namespace {
 
 template <typename E>
-__global__ void encoder_kernel(E* out, const int32_t* tokens, const E* wte, const E* wpe, int64_t N, int64_t T,
-                               int64_t C) {
+__global__ void encoder_kernel(E* out, const int32_t* tokens, const int32_t* pos, const E* wte, const E* wpe, int64_t N,
+                               int64_t T, int64_t C) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < N * C; k += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = k / C, c = k % C;
     const float a = load(wte, int64_t(tokens[n]) * C + c);
-    store(out, k, wpe ? a + load(wpe, (n % T) * C + c) : a);
+    store(out, k, wpe ? a + load(wpe, (pos ? pos[n] : n % T) * C + c) : a);
   }
 }
 
 // One thread per channel walks the rows in order: repeated tokens never race, and the sum
 // order is the CPU reference's.
 template <typename E>
-__global__ void encoder_backward_kernel(float* dwte, float* dwpe, const E* dout, const int32_t* tokens, int64_t N,
-                                        int64_t T, int64_t C) {
+__global__ void encoder_backward_kernel(float* dwte, float* dwpe, const E* dout, const int32_t* tokens,
+                                        const int32_t* pos, int64_t N, int64_t T, int64_t C) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x)
     for (int64_t n = 0; n < N; ++n) {
       const float g = load(dout, n * C + c);
       dwte[int64_t(tokens[n]) * C + c] += g;
-      if (dwpe) dwpe[(n % T) * C + c] += g;
+      if (dwpe) dwpe[(pos ? pos[n] : n % T) * C + c] += g;
     }
 }
 
@@ -72,24 +72,24 @@ __global__ void loss_sum_kernel(double* loss_sum, const float* losses, int64_t N
 
 }  // namespace
 
-void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int64_t N, int64_t T,
-                     int64_t C, int dtype, void* stream) {
+void encoder_forward(void* out, const int32_t* tokens, const int32_t* pos, const void* wte, const void* wpe, int64_t N,
+                     int64_t T, int64_t C, int dtype, void* stream) {
   if (N * C == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     encoder_kernel<<<km::grid_for(N * C), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(out), tokens, static_cast<const E*>(wte), static_cast<const E*>(wpe), N, T, C);
+        static_cast<E*>(out), tokens, pos, static_cast<const E*>(wte), static_cast<const E*>(wpe), N, T, C);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int64_t N, int64_t T,
-                      int64_t C, int dtype, void* stream) {
+void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, const int32_t* pos, int64_t N,
+                      int64_t T, int64_t C, int dtype, void* stream) {
   if (N * C == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     encoder_backward_kernel<<<km::grid_for(C), km::kThreads, 0, as_stream(stream)>>>(
-        dwte, dwpe, static_cast<const E*>(dout), tokens, N, T, C);
+        dwte, dwpe, static_cast<const E*>(dout), tokens, pos, N, T, C);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

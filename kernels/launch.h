@@ -33,8 +33,9 @@ void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_
 // cos/sin table [T, head_dim/2, 2] f32, built once per shape on the device.
 void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream);
 // Heads of head_dim, their leading rotary_dims rotating; the table is for rotary_dims.
-void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int first_head, int heads, int head_dim,
-          int rotary_dims, bool inverse, int dtype, void* stream);
+// `pos`: packed rows' positions [BT] on the device (null: row index mod T).
+void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head,
+          int heads, int head_dim, int rotary_dims, bool inverse, int dtype, void* stream);
 // The q/k RMSNorm (Backend::qk_rmsnorm_*; its groups: kernels/math/qk_norm_math.h); the
 // backward needs qk_norm_scratch_bytes of scratch.
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,
@@ -49,10 +50,11 @@ void gqa_reduce(void* dfused, const void* dpacked, int64_t N, int n_head, int n_
                 void* stream);
 
 // ---- embed_loss.cu ----
-void encoder_forward(void* out, const int32_t* tokens, const void* wte, const void* wpe, int64_t N, int64_t T,
-                     int64_t C, int dtype, void* stream);
-void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int64_t N, int64_t T,
-                      int64_t C, int dtype, void* stream);
+// `pos`: packed rows' positions [N] on the device (null: row index mod T).
+void encoder_forward(void* out, const int32_t* tokens, const int32_t* pos, const void* wte, const void* wpe, int64_t N,
+                     int64_t T, int64_t C, int dtype, void* stream);
+void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, const int32_t* pos, int64_t N,
+                      int64_t T, int64_t C, int dtype, void* stream);
 // losses[n], logits overwritten with the gradient; *loss_sum += Σ losses / divisor · weight
 // (one block adds the rows in order: deterministic). softcap > 0: of the capped logits.
 void cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t Vp, int vocab, float dloss,

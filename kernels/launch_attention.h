@@ -8,19 +8,22 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/math/attention_math.h"
 #include "kernels/math/dropout_math.h"
 #include "kernels/math/scratch_sizes.h"
 
 namespace strata::cuda::launch {
 
 // `drop`: attention dropout on the probabilities (kernels/math/dropout_math.h), inactive by
-// default; `spec`: the sliding window, scale and soft-cap (AttentionSpec, attention_math.h).
+// default; `spec`: the sliding window, scale and soft-cap (AttentionSpec, attention_math.h);
+// `rec`: packed rows' records, device arrays (attention_math.h's AttnRecords).
 void attention_forward(void* out, float* lse, const void* qkv, int B, int T, int NH, int hd, int dtype,
-                       const DropoutSpec& drop, const AttentionSpec& spec, void* stream);
+                       const DropoutSpec& drop, const AttentionSpec& spec, const kernel_math::AttnRecords& rec,
+                       void* stream);
 // Device scratch the backward needs: D = Σ dout·out per row, f32 [B,NH,T].
 using kernel_math::attention_backward_scratch_bytes;
 void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* lse, void* scratch,
                         int B, int T, int NH, int hd, int dtype, const DropoutSpec& drop, const AttentionSpec& spec,
-                        void* stream);
+                        const kernel_math::AttnRecords& rec, void* stream);
 
 }  // namespace strata::cuda::launch

@@ -24,14 +24,14 @@ __global__ void rope_table_kernel(float* table, int64_t T, int head_dim, RopeSpe
 
 // One thread per (row, head, pair).
 template <typename T>
-__global__ void rope_kernel(T* x, const float* table, int64_t BT, int64_t Tlen, int64_t W, int first_head, int heads,
-                            int head_dim, int rot, float sign) {
+__global__ void rope_kernel(T* x, const float* table, const int32_t* pos, int64_t BT, int64_t Tlen, int64_t W,
+                            int first_head, int heads, int head_dim, int rot, float sign) {
   const int half = rot / 2;
   const int64_t total = BT * heads * half;
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < total; k += int64_t(gridDim.x) * blockDim.x) {
     const int i = int(k % half);
     const int h = int((k / half) % heads) + first_head;
-    const int64_t n = k / (int64_t(half) * heads), t = n % Tlen;
+    const int64_t n = k / (int64_t(half) * heads), t = pos ? pos[n] : n % Tlen;
     const int64_t base = n * W + int64_t(h) * head_dim;
     float a = load(x, base + i), b = load(x, base + i + half);
     km::rope_rotate(&a, &b, table[2 * (t * half + i)], sign * table[2 * (t * half + i) + 1]);
@@ -156,14 +156,14 @@ void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, voi
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void rope(void* x, const float* table, int64_t BT, int64_t T, int64_t W, int first_head, int heads, int head_dim,
-          int rotary_dims, bool inverse, int dtype, void* stream) {
+void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head,
+          int heads, int head_dim, int rotary_dims, bool inverse, int dtype, void* stream) {
   const int64_t n = BT * heads * (rotary_dims / 2);
   if (n == 0) return;
   dispatch(dtype, [&](auto* tag) {
     using E = STRATA_ELEM(tag);
     rope_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(
-        static_cast<E*>(x), table, BT, T, W, first_head, heads, head_dim, rotary_dims, inverse ? -1.0f : 1.0f);
+        static_cast<E*>(x), table, pos, BT, T, W, first_head, heads, head_dim, rotary_dims, inverse ? -1.0f : 1.0f);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

@@ -194,6 +194,57 @@ TEST_F(CudaParity, AttentionForwardAndBackward) {
         }
 }
 
+// Packed rows: records of 1, 40, 77 and 30 tokens in rows of 256 (the rest padding), each
+// attending to itself only; RoPE and the position embedding at each record's positions.
+std::vector<int32_t> packed_positions(int64_t B, int64_t T) {
+  std::vector<int32_t> pos;
+  const int lengths[] = {1, 40, 77, 30};
+  for (int64_t b = 0; b < B; ++b) {
+    for (int n : lengths)
+      for (int p = 0; p < n && int64_t(pos.size()) < (b + 1) * T; ++p) pos.push_back(p);
+    for (int p = 0; int64_t(pos.size()) < (b + 1) * T; ++p) pos.push_back(p);
+  }
+  return pos;
+}
+
+TEST_F(CudaParity, PackedRows) {
+  const DropoutSpec drop = make_dropout(0.2f, 11, 3, /*first_row=*/40);
+  for (DType t : kActs)
+    for (const DropoutSpec& d : {DropoutSpec{}, drop})
+      for (const AttentionSpec& spec : {AttentionSpec{}, AttentionSpec{40, 0.1f, 3.0f}}) {
+        const int64_t B = 2, T = 256, NH = 3, hd = 64, C = NH * hd;
+        const std::vector<int32_t> pos = packed_positions(B, T);
+        Pair qkv = randp(t, {B, T, 3 * C}, 1), out = randp(t, {B, T, C}, 2), lse = randp(DType::f32, {B, NH, T}, 3);
+        cpu_.attention_forward(out.c(), lse.c(), qkv.c(), int(NH), d, spec, pos);
+        gpu_->attention_forward(out.g(), lse.g(), qkv.g(), int(NH), d, spec, pos);
+        expect_match(out, tol(t), "packed attention"), expect_match(lse, 1e-5, "packed lse");
+        Pair dout = randp(t, {B, T, C}, 4), dqkv = randp(t, {B, T, 3 * C}, 5);
+        cpu_.attention_backward(dqkv.c(), dout.c(), qkv.c(), out.c(), lse.c(), int(NH), d, spec, pos);
+        gpu_->attention_backward(dqkv.g(), dout.g(), qkv.g(), out.g(), lse.g(), int(NH), d, spec, pos);
+        expect_match(dqkv, t == DType::f32 ? 1e-4 : 2e-2, "packed attention backward");
+      }
+  for (DType t : kActs) {
+    const int64_t B = 2, T = 256, W = 64, V = 50;
+    const std::vector<int32_t> pos = packed_positions(B, T);
+    Pair x = randp(t, {B, T, W}, 6);
+    for (bool inverse : {false, true}) {
+      cpu_.rope(x.c(), 0, 4, 16, RopeSpec{}, inverse, pos);
+      gpu_->rope(x.g(), 0, 4, 16, RopeSpec{}, inverse, pos);
+      expect_match(x, tol(t), "packed rope");
+    }
+    std::vector<int32_t> tokens(pos.size());
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 7) % V);
+    Pair wte = randp(t, {V, W}, 7), wpe = randp(t, {T, W}, 8), out = randp(t, {B, T, W}, 9);
+    cpu_.encoder_forward(out.c(), tokens, wte.c(), wpe.c(), pos);
+    gpu_->encoder_forward(out.g(), tokens, wte.g(), wpe.g(), pos);
+    expect_match(out, tol(t), "packed encoder");
+    Pair dwte = randp(DType::f32, {V, W}, 10), dwpe = randp(DType::f32, {T, W}, 11);
+    cpu_.encoder_backward(dwte.c(), dwpe.c(), out.c(), tokens, pos);
+    gpu_->encoder_backward(dwte.g(), dwpe.g(), out.g(), tokens, pos);
+    expect_match(dwte, 1e-6, "packed dwte"), expect_match(dwpe, 1e-6, "packed dwpe");
+  }
+}
+
 // The same element gets the same mask on both devices (bit for bit: a factor of 0 or 1/(1-p)).
 TEST_F(CudaParity, Dropout) {
   for (DType t : kActs) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "cpu/workspace.h"
 #include "kernels/math/attention_host.h"
 #include "kernels/math/attention_math.h"
+#include "kernels/math/segment_math.h"
 #include "test_util.h"
 
 namespace strata {
@@ -47,7 +49,8 @@ struct Reference {
   std::vector<float> qkv, dout, out, lse, dqkv;
 };
 
-Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) {
+Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                  std::span<const int32_t> positions = {}) {
   const int C = s.NH * s.hd;
   Reference r;
   r.qkv = randn(size_t(s.B) * s.T * 3 * C, seed, s.input_scale);
@@ -61,20 +64,37 @@ Reference run_cpu(const Shape& s, uint64_t seed, const DropoutSpec& drop = {}, c
   TensorView qv{r.qkv.data(), DType::f32, {s.B, s.T, 3 * C}}, ov{r.out.data(), DType::f32, {s.B, s.T, C}},
       lv{r.lse.data(), DType::f32, {s.B, s.NH, s.T}}, dov{r.dout.data(), DType::f32, {s.B, s.T, C}},
       dqv{r.dqkv.data(), DType::f32, {s.B, s.T, 3 * C}};
-  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop, spec);
-  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop, spec);
+  cpu::attention_forward(ov, lv, qv, s.NH, ws, drop, spec, positions);
+  cpu::attention_backward(dqv, dov, qv, ov, lv, s.NH, ws, drop, spec, positions);
   return r;
 }
 
 class AttentionHost : public ::testing::TestWithParam<Shape> {};
 
-void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, const AttentionSpec& spec = {}) {
-  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop, spec);
+// Packed rows' positions: records of the given lengths in turn, each row starting afresh.
+std::vector<int32_t> packed_positions(int B, int T, const std::vector<int>& lengths) {
+  std::vector<int32_t> pos(size_t(B) * T);
+  size_t k = 0;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0, p = 0; t < T; ++t, ++p) {
+      if (p == lengths[k % lengths.size()]) p = 0, ++k;
+      pos[size_t(b) * T + t] = p;
+    }
+  return pos;
+}
+
+void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, const AttentionSpec& spec = {},
+                             const std::vector<int32_t>& positions = {}) {
+  const Reference ref = run_cpu(s, 1000 + uint64_t(s.T) * 7 + uint64_t(s.hd), drop, spec, positions);
+  // The kernels' device arrays, here on the host: positions and each row's record end.
+  std::vector<int32_t> last(positions.size());
+  if (!positions.empty()) km::segment_last_rows(last.data(), positions.data(), s.B, s.T);
+  const km::AttnRecords rec{positions.empty() ? nullptr : positions.data(), positions.empty() ? nullptr : last.data()};
   const size_t C = size_t(s.NH) * s.hd;
   const double sharp = double(s.input_scale) * s.input_scale, rtol = kRtol * sharp, atol = kAtol * sharp;
 
   std::vector<float> out(size_t(s.B) * s.T * C), lse(size_t(s.B) * s.NH * s.T);
-  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop, spec);
+  km::attention_forward_host(out.data(), lse.data(), ref.qkv.data(), s.B, s.T, s.NH, s.hd, drop, spec, rec);
   test::expect_close(out.data(), ref.out.data(), out.size(), atol, rtol, "out");
   test::expect_close(lse.data(), ref.lse.data(), lse.size(), atol, rtol, "lse");
 
@@ -82,7 +102,7 @@ void expect_host_matches_cpu(const Shape& s, const DropoutSpec& drop, const Atte
   // backward reads the reference's out and lse so that only its own error is measured.
   std::vector<float> dqkv(ref.qkv.size(), std::numeric_limits<float>::quiet_NaN());
   km::attention_backward_host(dqkv.data(), ref.dout.data(), ref.qkv.data(), ref.out.data(), ref.lse.data(), s.B, s.T,
-                              s.NH, s.hd, drop, spec);
+                              s.NH, s.hd, drop, spec, rec);
   // dS = P·(dP - D) cancels, so gradients get a floor relative to their largest element.
   double peak = 0;
   for (float g : ref.dqkv) peak = std::max(peak, double(std::fabs(g)));
@@ -116,6 +136,17 @@ TEST_P(AttentionHost, WithScaleAndSoftCapMatchCpuReference) {
   expect_host_matches_cpu(s, {}, {0, 0.3f, 0.0f});
   expect_host_matches_cpu(s, {}, {0, 0.0f, 1.5f});
   expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), {7, 0.2f, 2.0f});
+}
+
+// Packed rows: records of 1, 5, 33 and 7 tokens (inside a tile, across tile boundaries),
+// each attending only to itself, with a window and with dropout (indexed by the row's
+// positions, not the record's).
+TEST_P(AttentionHost, WithPackedRecordsMatchCpuReference) {
+  const Shape& s = GetParam();
+  const std::vector<int32_t> pos = packed_positions(s.B, s.T, {1, 5, 33, 7});
+  expect_host_matches_cpu(s, {}, {}, pos);
+  expect_host_matches_cpu(s, make_dropout(0.25f, 42, 7, /*first_row=*/1000), {}, pos);
+  expect_host_matches_cpu(s, {}, {3, 0.0f, 1.5f}, pos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionHost,
@@ -196,6 +227,14 @@ TEST(AttentionMath, OnlineSoftmaxState) {
   EXPECT_TRUE(km::attn_visible(5, 3, 3));
   EXPECT_TRUE(km::attn_visible(5, 5, 3));
   EXPECT_TRUE(km::attn_visible(5, 0, 0));
+  // In a packed row only the query's own record: query 5 of a record that began at 4.
+  EXPECT_FALSE(km::attn_visible(5, 3, 0, 4));
+  EXPECT_TRUE(km::attn_visible(5, 4, 0, 4));
+  // The records' last rows: records [0, 2), [2, 5), [5, 6) in a row of 6.
+  const int32_t pos[6] = {0, 1, 0, 1, 2, 0};
+  int32_t last[6];
+  km::segment_last_rows(last, pos, 1, 6);
+  EXPECT_EQ(std::vector<int32_t>(last, last + 6), (std::vector<int32_t>{1, 1, 4, 4, 4, 5}));
   // The tiles the kernels may skip hold no visible pair.
   for (int window : {1, 3, 32, 40})
     for (int i = 0; i < 200; ++i) {

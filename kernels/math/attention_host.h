@@ -35,8 +35,10 @@ struct Head {
 
 }  // namespace attention_detail
 
+// `rec`: packed rows (host arrays here, as AttnRecords documents).
 inline void attention_forward_host(float* out, float* lse, const float* qkv, int B, int T, int NH, int hd,
-                                   const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) {
+                                   const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                                   const AttnRecords& rec = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
   const float scale = attn_scale(hd, spec);
@@ -50,12 +52,13 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
         for (int d = 0; d < hd; ++d) q[size_t(d)] = x.q(i)[d] * scale;
         SoftmaxState st = softmax_init();
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int t = attn_first_key_tile(i, window); t <= i / kAttnTile; ++t) {
+        const int first = attn_record_first(rec, b, T, i);
+        for (int t = std::max(attn_first_key_tile(i, window), first / kAttnTile); t <= i / kAttnTile; ++t) {
           float tile_max = -INFINITY;
           for (int jj = 0; jj < kAttnTile; ++jj) {
             const int j = t * kAttnTile + jj;
             const float sc = j < T ? dot(q.data(), x.k(j), hd) : 0.0f;  // the kernel zero-fills keys ≥ T
-            s[size_t(jj)] = attn_masked_score(attn_capped_score(sc, spec.softcap), attn_visible(i, j, window));
+            s[size_t(jj)] = attn_masked_score(attn_capped_score(sc, spec.softcap), attn_visible(i, j, window, first));
             tile_max = std::max(tile_max, s[size_t(jj)]);
           }
           const float alpha = softmax_rescale(st, tile_max);
@@ -79,7 +82,7 @@ inline void attention_forward_host(float* out, float* lse, const float* qkv, int
 
 inline void attention_backward_host(float* dqkv, const float* dout, const float* qkv, const float* out,
                                     const float* lse, int B, int T, int NH, int hd, const DropoutSpec& drop = {},
-                                    const AttentionSpec& spec = {}) {
+                                    const AttentionSpec& spec = {}, const AttnRecords& rec = {}) {
   using attention_detail::dot;
   const int64_t C = int64_t(NH) * hd;
   const float scale = attn_scale(hd, spec);
@@ -104,14 +107,15 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
       // for this row, and adding their zeros changes nothing).
       for (int i = 0; i < T; ++i) {
         std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int t = attn_first_key_tile(i, window); t <= i / kAttnTile; ++t) {
+        const int first = attn_record_first(rec, b, T, i);
+        for (int t = std::max(attn_first_key_tile(i, window), first / kAttnTile); t <= i / kAttnTile; ++t) {
           for (int jj = 0; jj < kAttnTile; ++jj) {
             const int j = t * kAttnTile + jj;
             const float sc = attn_capped_score(j < T ? dot(&qs[size_t(i) * hd], x.k(j), hd) : 0.0f, spec.softcap);
             const float dp = j < T ? dot(dy + int64_t(i) * C, x.v(j), hd) : 0.0f;
             const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
-            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j, window), m, spec.softcap, &p[size_t(jj)],
-                           &ds[size_t(jj)]);
+            attn_grad_pair(sc, dp, L[i], D[size_t(i)], attn_visible(i, j, window, first), m, spec.softcap,
+                           &p[size_t(jj)], &ds[size_t(jj)]);
           }
           for (int jj = 0; jj < kAttnTile && t * kAttnTile + jj < T; ++jj)
             for (int d = 0; d < hd; ++d) acc[size_t(d)] += ds[size_t(jj)] * x.k(t * kAttnTile + jj)[d];
@@ -123,15 +127,17 @@ inline void attention_backward_host(float* dqkv, const float* dout, const float*
       for (int j = 0; j < T; ++j) {
         std::fill(acc.begin(), acc.end(), 0.0f);    // dk
         std::fill(acc2.begin(), acc2.end(), 0.0f);  // dv
-        for (int t = j / kAttnTile; t <= attn_last_query_tile(j, window, T); ++t) {
+        const int last = std::min(attn_last_query_tile(j, window, T), attn_record_last(rec, b, T, j) / kAttnTile);
+        for (int t = j / kAttnTile; t <= last; ++t) {
           for (int ii = 0; ii < kAttnTile; ++ii) {
             const int i = t * kAttnTile + ii;
             const bool in = i < T;  // the kernel zero-fills queries ≥ T and masks them
             const float sc = attn_capped_score(in ? dot(x.k(j), &qs[size_t(i) * hd], hd) : 0.0f, spec.softcap);
             const float dp = in ? dot(x.v(j), dy + int64_t(i) * C, hd) : 0.0f;
             const float m = drop.active() ? dropout_mult(drop, attn_dropout_index(drop, b, h, i, j, NH, T)) : 1.0f;
-            attn_grad_pair(sc, dp, in ? L[i] : 0.0f, in ? D[size_t(i)] : 0.0f, in && attn_visible(i, j, window), m,
-                           spec.softcap, &p[size_t(ii)], &ds[size_t(ii)]);
+            const bool seen = in && attn_visible(i, j, window, attn_record_first(rec, b, T, i));
+            attn_grad_pair(sc, dp, in ? L[i] : 0.0f, in ? D[size_t(i)] : 0.0f, seen, m, spec.softcap, &p[size_t(ii)],
+                           &ds[size_t(ii)]);
           }
           for (int ii = 0; ii < kAttnTile && t * kAttnTile + ii < T; ++ii) {
             const int i = t * kAttnTile + ii;

@@ -14,6 +14,7 @@
 #pragma once
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 
 #include "core/hd.h"
 #include "kernels/math/dropout_math.h"
@@ -36,8 +37,25 @@ STRATA_HD float attn_capped_score(float s, float cap) { return softcapped(s, cap
 STRATA_HD float attn_cap_grad(float capped, float cap) { return softcap_grad(capped, cap); }
 
 // Causal mask: query i sees keys j ≤ i; with a sliding window of W > 0 keys only the last W
-// of them, i - W < j ≤ i (transformers' sliding-window mask: Mistral, Gemma's local layers).
-STRATA_HD bool attn_visible(int i, int j, int window) { return j <= i && (window <= 0 || i - j < window); }
+// of them, i - W < j ≤ i (transformers' sliding-window mask: Mistral, Gemma's local layers);
+// in a packed row only those of its own record, first ≤ j (segment_math.h).
+STRATA_HD bool attn_visible(int i, int j, int window, int first = 0) {
+  return j <= i && j >= first && (window <= 0 || i - j < window);
+}
+
+// The records of packed rows on the device: each token's position and the last row of its
+// record, [B,T] each (segment_math.h); null: one record per row.
+struct AttnRecords {
+  const int32_t* pos = nullptr;
+  const int32_t* last = nullptr;
+};
+// The first row of query i's record in batch row b, and the last row of key j's.
+STRATA_HD int attn_record_first(const AttnRecords& r, int b, int T, int i) {
+  return r.pos ? i - r.pos[int64_t(b) * T + i] : 0;
+}
+STRATA_HD int attn_record_last(const AttnRecords& r, int b, int T, int j) {
+  return r.last ? r.last[int64_t(b) * T + j] : T - 1;
+}
 // The first key tile a query row `first_row` (and every later row) may see.
 STRATA_HD int attn_first_key_tile(int first_row, int window) {
   return window > 0 && first_row >= window ? (first_row - window + 1) / kAttnTile : 0;

@@ -37,7 +37,7 @@ inline size_t rope_table_bytes(int64_t T, int head_dim) { return size_t(T) * siz
 // Everything the CUDA backend allocates beside the engine's and the model's buffers for a
 // step of these shapes: the GEMM workspace, the op scratch (grown by doubling, so at most
 // twice the largest request), the square-sum partials of up to `streams` streams, one RoPE
-// table and the token ring.
+// table, the token ring and the packed rows' positions and record ends.
 // A run makes at most 6 streams: compute, the engine's communication stream and the tier
 // manager's four (zero_engine.cpp, tier_manager.cpp); each that sums squares gets its own partials.
 inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
@@ -49,7 +49,7 @@ inline double cuda_op_scratch_bytes(const OpShapes& s, int streams = 6) {
                 attention_backward_scratch_bytes(int(s.batch), int(s.seq_len), int(s.n_head))});
   return double(kGemmWorkspaceBytes) + 2.0 * double(largest) + double(streams) * double(square_sum_scratch_bytes()) +
          double(s.rope_tables) * double(rope_table_bytes(s.seq_len, int(s.head_dim))) +
-         double(kTokenSlots) * double(N) * 4;
+         double(kTokenSlots) * double(N) * 4 + 2.0 * double(N) * 4;
 }
 
 }  // namespace strata::kernel_math

@@ -127,10 +127,18 @@ class Backend {
   virtual void adamw(const AdamWArgs& a, int32_t* nonfinite, Stream& s) = 0;
 
   // ---- ops ----
-  // out[B,T,C] = wte[tokens] + wpe[t]
-  virtual void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe) = 0;
-  // dwte[tok] += dout[b,t]; dwpe[t] += dout[b,t]  (dwte, dwpe f32)
-  virtual void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens) = 0;
+  // Packed rows. The ops that depend on where a token sits (the position embedding, RoPE,
+  // attention) take `positions` [B,T] on the host: a row holds several records, and a
+  // record's positions count 0, 1, … from its first row (positions[b,t] is 0 or
+  // positions[b,t-1] + 1; kernels/math/segment_math.h). Attention stays inside each record.
+  // Empty: one record per row, position t. Checked (check_positions) before use.
+  //
+  // out[B,T,C] = wte[tokens] + wpe[position]
+  virtual void encoder_forward(TensorView out, std::span<const int32_t> tokens, TensorView wte, TensorView wpe,
+                               std::span<const int32_t> positions = {}) = 0;
+  // dwte[tok] += dout[b,t]; dwpe[position] += dout[b,t]  (dwte, dwpe f32)
+  virtual void encoder_backward(TensorView dwte, TensorView dwpe, TensorView dout, std::span<const int32_t> tokens,
+                                std::span<const int32_t> positions = {}) = 0;
   // out[N,C] = (inp - mean) * rstd * weight + bias; mean, rstd f32 [N]
   virtual void layernorm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp, TensorView weight,
                                  TensorView bias) = 0;
@@ -150,12 +158,15 @@ class Backend {
   // (kernels/math/dropout_math.h, index (row, head, i, j)) after the softmax; lse stays the
   // undropped softmax's. `spec` may set a sliding window (query i sees only keys
   // i - window < j ≤ i), another score scale, and a soft-cap of the scores (AttentionSpec).
+  // With `positions`, query i sees only the keys of its own record, i - positions[i] ≤ j.
   virtual void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head,
-                                 const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) = 0;
+                                 const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                                 std::span<const int32_t> positions = {}) = 0;
   // dqkv[B,T,3C] (overwritten) from dout, recomputing probabilities one head at a time (and
-  // the forward's dropout masks, from the same `drop`; the same `spec`).
+  // the forward's dropout masks, from the same `drop`; the same `spec` and `positions`).
   virtual void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse,
-                                  int n_head, const DropoutSpec& drop = {}, const AttentionSpec& spec = {}) = 0;
+                                  int n_head, const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                                  std::span<const int32_t> positions = {}) = 0;
   // x[B,T,W] in place times each element's dropout factor (0 or 1/(1-p), dropout_math.h):
   // the forward on an activation, and with the same spec the backward on its gradient.
   virtual void dropout(TensorView x, const DropoutSpec& drop) = 0;
@@ -197,8 +208,9 @@ class Backend {
                                    const QkNormSpec& spec = {}) = 0;
   // Rotary embeddings in place on heads [first, first+heads) (width head_dim) of x[B,T,W]:
   // (x_i, x_{i+d/2}) rotated by t·inv_freq_i (kernels/math/rope_math.h: theta^(-2i/d), then
-  // rope_scaling); inverse rotates back (the backward).
-  virtual void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse) = 0;
+  // rope_scaling; t is the token's position); inverse rotates back (the backward).
+  virtual void rope(TensorView x, int first_head, int heads, int head_dim, const RopeSpec& rope, bool inverse,
+                    std::span<const int32_t> positions = {}) = 0;
   // Grouped-query attention around the fused MHA op: fused q|k|v [N,(NH+2·NKV)·d] <-> packed
   // [N,3·NH·d] (kv head j serves query heads j·g..), and the reduction of the gradients back.
   virtual void gqa_expand(TensorView packed, TensorView fused, int n_head, int n_kv_head, int head_dim) = 0;

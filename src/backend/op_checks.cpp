@@ -20,4 +20,20 @@ void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg)
                "this is a bug in the caller: dtypes must agree");
 }
 
+void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T, const char* op) {
+  if (positions.empty()) return;
+  STRATA_CHECK(int64_t(positions.size()) == B * T,
+               std::string(op) + ": " + std::to_string(positions.size()) + " positions for " + std::to_string(B) +
+                   " rows of " + std::to_string(T),
+               "this is a bug in the caller: give one position per token");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = positions[size_t(b * T + t)], prev = t ? positions[size_t(b * T + t - 1)] : 0;
+      STRATA_CHECK(p == 0 || (t > 0 && p == prev + 1),
+                   std::string(op) + ": position " + std::to_string(p) + " at row " + std::to_string(b) + ", token " +
+                       std::to_string(t) + " neither starts a record (0) nor follows " + std::to_string(prev),
+                   "this is a bug in the caller: a record's positions count 0, 1, 2, …");
+    }
+}
+
 }  // namespace strata

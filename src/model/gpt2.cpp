@@ -160,7 +160,7 @@ void GPT2::export_llmc_grads(std::span<float> llmc) const {
 }
 
 void GPT2::embed_forward(std::span<const int32_t> tokens) {
-  be_.encoder_forward(encoded_, tokens, pv(GPT2Param::wte), pv(GPT2Param::wpe));
+  be_.encoder_forward(encoded_, tokens, pv(GPT2Param::wte), pv(GPT2Param::wpe), positions());
   be_.dropout(encoded_, drop(cfg_.embd_pdrop, kEmbedSite));
 }
 
@@ -182,7 +182,7 @@ void GPT2::layer_forward(int l, TensorView residual, TensorView out, bool recomp
   be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
   be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
   const uint64_t site = 4 * uint64_t(l);
-  be_.attention_forward(a.atty, a.lse, a.qkv, NH, drop(cfg_.attn_pdrop, site));
+  be_.attention_forward(a.atty, a.lse, a.qkv, NH, drop(cfg_.attn_pdrop, site), {}, positions());
   be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
   be_.dropout(a.attproj, drop(cfg_.resid_pdrop, site + 1));
   be_.residual_forward(a.residual2, residual, a.attproj);
@@ -228,7 +228,8 @@ void GPT2::layer_backward(int l, TensorView residual) {
                          a.ln2_rstd);
   be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l),
                       dropped_grad(dl_bt4c_, cfg_.resid_pdrop, site + 1), a.atty, pv(P::attprojw, l));
-  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site));
+  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site), {},
+                        positions());
   be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));
   be_.layernorm_backward(dresidual_, gv(P::ln1w, l), gv(P::ln1b, l), dl_btc_, residual, pv(P::ln1w, l), a.ln1_mean,
                          a.ln1_rstd);
@@ -236,7 +237,7 @@ void GPT2::layer_backward(int l, TensorView residual) {
 
 void GPT2::embed_backward() {
   be_.dropout(dresidual_, drop(cfg_.embd_pdrop, kEmbedSite));  // its last use: masked in place
-  be_.encoder_backward(gv(GPT2Param::wte), gv(GPT2Param::wpe), dresidual_, tokens());
+  be_.encoder_backward(gv(GPT2Param::wte), gv(GPT2Param::wpe), dresidual_, tokens(), positions());
   close_grads(0);
 }
 

@@ -76,7 +76,7 @@ class GPT2 final : public Transformer {
   // projection; the embeddings kEmbedSite), inactive outside training or at p = 0.
   static constexpr uint64_t kEmbedSite = uint64_t(1) << 32;
   DropoutSpec drop(float p, uint64_t site) const {
-    return drop_on_ ? make_dropout(p, drop_seed_, site, drop_first_) : DropoutSpec{};
+    return drop_on_ && !evaluating() ? make_dropout(p, drop_seed_, site, drop_first_) : DropoutSpec{};
   }
   // dout of a projection whose output was dropped: dresidual_ through the same mask, in `into`.
   TensorView dropped_grad(TensorView into, float p, uint64_t site);

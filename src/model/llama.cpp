@@ -182,9 +182,9 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
   } else {
     be_.matmul_forward(a.qkv, h1, pv(P::wq, l, Wf), qkv_bias);
   }
-  be_.rope(a.qkv, 0, NH + NKV, d, cfg_.layer_rope(l), false);  // q and k heads are adjacent
+  be_.rope(a.qkv, 0, NH + NKV, d, cfg_.layer_rope(l), false, positions());  // q and k heads are adjacent
   if (NKV != NH) be_.gqa_expand(a.packed, a.qkv, NH, NKV, d);
-  be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, cfg_.layer_attention(l));
+  be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, cfg_.layer_attention(l), positions());
   be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), cfg_.o_bias ? pv(P::bo, l) : TensorView{});
   add_sublayer(a.residual2, residual, a.attproj, a.prstd1, P::post_attn_norm, l);
   const TensorView h2 = pre_norm(a.norm2, a.rstd2, a.residual2, P::mlp_norm, l);
@@ -244,9 +244,9 @@ void Llama::layer_backward(int l, TensorView residual) {
   add_input_grad(dbtc_, a.residual2, a.rstd2, P::mlp_norm, l);
   const TensorView dattproj = sublayer_grad(a.attproj, a.prstd1, P::post_attn_norm, l);
   be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dattproj, a.atty, pv(P::wo, l));
-  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_attention(l));
+  be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_attention(l), positions());
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
-  be_.rope(dfused_, 0, NH + NKV, d, cfg_.layer_rope(l), true);
+  be_.rope(dfused_, 0, NH + NKV, d, cfg_.layer_rope(l), true, positions());
   if (cfg_.qk_norm)
     be_.qk_rmsnorm_backward(dfused_, gv(P::q_norm, l, qk_norm_weights()), a.qkv_raw,
                             pv(P::q_norm, l, qk_norm_weights()), a.rstd_qk, NH, NKV, d, cfg_.qk_norm_spec());

@@ -44,7 +44,15 @@ class Model : public UnitModel {
   virtual TensorView grad_flat() const = 0;
   virtual void init_weights(uint64_t seed) = 0;
   virtual void sync_compute_params() = 0;
-  virtual void forward(std::span<const int32_t> tokens) = 0;
+  // `positions`: packed rows, several records in a row, each with positions 0, 1, … of its
+  // own and attended on its own (Backend::encoder_forward); empty: one record per row.
+  virtual void forward(std::span<const int32_t> tokens, std::span<const int32_t> positions = {}) = 0;
+  // Evaluation of one micro-batch: forward without dropout and without keeping anything for a
+  // backward (no activation checkpoint leaves the device), then its mean loss over the
+  // unmasked targets, times loss_weight, added to *loss_sum (a device f64 scalar). No
+  // gradient is made. Under a ZeRO engine, between its begin_eval and end_eval.
+  virtual void evaluate(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                        std::span<const int32_t> targets, double* loss_sum, double loss_weight) = 0;
   // Training mode for the next forward and backward: the model's dropout (GPT-2's
   // *_pdrop) applies, its masks drawn from (seed, the global sample number first_sample + b
   // of batch row b, and the element) alone (kernels/math/dropout_math.h). Without this call

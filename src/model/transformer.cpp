@@ -47,6 +47,7 @@ Transformer::Transformer(Backend& backend, TransformerDims dims, std::vector<Par
     for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
   }
   tokens_.reserve(size_t(B_) * size_t(T_));
+  positions_.reserve(size_t(B_) * size_t(T_));
   zero_grad();
 }
 
@@ -126,11 +127,35 @@ TensorView Transformer::backward_output(int l) {
   return {const_cast<void*>(storage_.offload->backward_slot(l)), dtype_, {B_, T_, dims_.width}, Tier::device};
 }
 
-void Transformer::forward(std::span<const int32_t> tokens) {
+void Transformer::forward(std::span<const int32_t> tokens, std::span<const int32_t> positions) {
+  evaluating_ = false;
+  run_forward(tokens, positions);
+}
+
+void Transformer::evaluate(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                           std::span<const int32_t> targets, double* loss_sum, double loss_weight) {
+  STRATA_CHECK(targets.size() == tokens.size(), "evaluate got " + std::to_string(targets.size()) + " targets",
+               "give one target per token");
+  evaluating_ = true;
+  run_forward(tokens, positions);
+  evaluating_ = false;
+  int64_t valid = 0;
+  for (int32_t t : targets) valid += t >= 0;
+  // The training loss's kernel, masked the same way; its gradient (dloss 0) is not used.
+  be_.cross_entropy_forward_backward(losses_, logits_, targets, dims_.vocab, 0.0f, valid ? loss_sum : nullptr,
+                                     double(std::max<int64_t>(valid, 1)), loss_weight, logit_softcap());
+}
+
+void Transformer::run_forward(std::span<const int32_t> tokens, std::span<const int32_t> positions) {
   const size_t BT = size_t(B_) * size_t(T_);
   STRATA_CHECK(tokens.size() == BT, "forward got " + std::to_string(tokens.size()) + " tokens",
                "expected micro-batch × seq-len = " + std::to_string(BT));
+  STRATA_CHECK(positions.empty() || positions.size() == BT,
+               "forward got " + std::to_string(positions.size()) + " positions",
+               "give one position per token, or none");
   tokens_.assign(tokens.begin(), tokens.end());
+  packed_ = !positions.empty();
+  if (packed_) positions_.assign(positions.begin(), positions.end());
   const int L = dims_.layers;
   begin_pass();
   acquire(0);
@@ -140,7 +165,7 @@ void Transformer::forward(std::span<const int32_t> tokens) {
     acquire(1 + l);
     const TensorView out = forward_output(l);
     layer_forward(l, residual, out, false);
-    if (storage_.offload) storage_.offload->forward_done(l);
+    if (storage_.offload && !evaluating_) storage_.offload->forward_done(l);
     residual = out;
   }
   acquire(L + 1);

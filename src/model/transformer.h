@@ -67,8 +67,11 @@ class Transformer : public Model {
   size_t activation_bytes() const { return act_.bytes(); }
   size_t grad_bytes() const { return grads_.bytes(); }
 
-  // Forward to f32 logits [B, T, padded vocab]; tokens has B·T entries.
-  void forward(std::span<const int32_t> tokens) final;
+  // Forward to f32 logits [B, T, padded vocab]; tokens (and positions, when given) have B·T
+  // entries.
+  void forward(std::span<const int32_t> tokens, std::span<const int32_t> positions = {}) final;
+  void evaluate(std::span<const int32_t> tokens, std::span<const int32_t> positions, std::span<const int32_t> targets,
+                double* loss_sum, double loss_weight) final;
   TensorView logits() const override { return logits_; }
   void backward(std::span<const int32_t> targets, float grad_scale, double* loss_sum, double loss_weight) final;
 
@@ -101,6 +104,12 @@ class Transformer : public Model {
   TensorView grad_view(int i, int64_t rows = 0) const;
   int entry(int kind, int layer) const { return entry_[size_t(kind)][size_t(layer)]; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // The micro-batch's packed-row positions (empty: one record per row), for the ops that take them.
+  std::span<const int32_t> positions() const {
+    return packed_ ? std::span<const int32_t>(positions_) : std::span<const int32_t>();
+  }
+  // An evaluation forward is running: no dropout, nothing kept for a backward.
+  bool evaluating() const { return evaluating_; }
   void acquire(int u) {
     if (hooks_) hooks_->acquire_params(u);
   }
@@ -123,6 +132,7 @@ class Transformer : public Model {
     if (hooks_) hooks_->begin_pass();
   }
   TensorView forward_output(int l);
+  void run_forward(std::span<const int32_t> tokens, std::span<const int32_t> positions);
   TensorView backward_output(int l);  // layer l's output (l = -1: the embeddings)
 
   TransformerDims dims_;
@@ -135,7 +145,9 @@ class Transformer : public Model {
   std::vector<float*> grad_base_;        // per unit
   int64_t num_params_ = 0;
   Buffer master_, compute_, grads_, act_;
-  std::vector<int32_t> tokens_;  // the micro-batch's tokens, kept for the embedding backward
+  std::vector<int32_t> tokens_;     // the micro-batch's tokens, kept for the embedding backward
+  std::vector<int32_t> positions_;  // and its packed-row positions (valid when packed_)
+  bool packed_ = false, evaluating_ = false;
 };
 
 }  // namespace strata

@@ -1,109 +1,92 @@
 #include "train/finetune_data.h"
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cmath>
+#include <numeric>
+#include <set>
 
 #include "core/error.h"
 #include "core/rng.h"
 
 namespace strata {
 
+namespace {
+std::vector<int64_t> all_of(int64_t n) {
+  std::vector<int64_t> v(size_t(n), 0);
+  std::iota(v.begin(), v.end(), int64_t(0));
+  return v;
+}
+}  // namespace
+
 FinetuneData::FinetuneData(const std::string& path, const io::Tokenizer* tokenizer, int vocab_size, int seq_len,
-                           uint64_t seed, const std::string& prepare)
-    : path_(path), T_(seq_len), seed_(seed) {
-  std::ifstream f(path);
-  STRATA_CHECK(f.good(), "data '" + path + "' cannot be opened", "check --data");
-  STRATA_CHECK(!tokenizer || tokenizer->vocab_size() <= vocab_size,
-               "tokenizer " + tokenizer->describe() + " has more pieces than the model's vocabulary of " +
-                   std::to_string(vocab_size),
-               "use the tokenizer.model that came with the model");
-  if (tokenizer) tokenizer_name_ = tokenizer->describe();
-  const int32_t bos = tokenizer ? tokenizer->bos_id() : -1, eos = tokenizer ? tokenizer->eos_id() : -1;
-  pad_ = eos >= 0 ? eos : 0;  // padding follows the sample, so causal attention never sees it
-  begin_.push_back(0);
-  std::string line;
-  std::vector<int32_t> prompt, completion;
-  for (int64_t line_no = 1; std::getline(f, line); ++line_no) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines separate nothing
-    const std::string at = "data '" + path + "', line " + std::to_string(line_no);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for huge numbers
-      throw_error(at + ": invalid JSON (" + std::string(e.what()) + ")", "each line must be one JSON object");
-    }
-    STRATA_CHECK(j.is_object(), at + ": not a JSON object", "each line must be one JSON object");
-    auto read_ids = [&](const nlohmann::json& arr, const char* ids_key, std::vector<int32_t>& out) {
-      STRATA_CHECK(arr.is_array(), at + ": \"" + ids_key + "\" is not an array of token ids",
-                   "give token ids as a JSON array of integers");
-      for (const auto& v : arr) {
-        STRATA_CHECK(v.is_number_integer(), at + ": \"" + ids_key + "\" holds " + v.dump() + ", not a token id",
-                     "give token ids as a JSON array of integers");
-        const int64_t id = v.get<int64_t>();
-        STRATA_CHECK(id >= 0 && id < vocab_size,
-                     at + ": token id " + std::to_string(id) + " in \"" + ids_key +
-                         "\" is outside the model's vocabulary of " + std::to_string(vocab_size),
-                     "the data was tokenized for a different model");
-        out.push_back(int32_t(id));
-      }
-    };
-    const std::string how = prepare.empty() ? std::string("prepare it with tools/prepare_data.py") : "run " + prepare;
-    STRATA_CHECK(!j.contains("messages") && !j.contains("text"),
-                 at + ": " + (j.contains("messages") ? "chat records (\"messages\")" : "\"text\" records") +
-                     " need the model's own tokenizer and chat template",
-                 how);
-    if (j.contains("input_ids")) {  // tools/prepare_data.py's: the whole sample and its loss mask
-      add_prepared(j, at, read_ids);
-      continue;
-    }
-    auto ids_of = [&](const char* text_key, const char* ids_key, std::vector<int32_t>& out) {
-      out.clear();
-      if (j.contains(ids_key)) return read_ids(j[ids_key], ids_key, out);
-      STRATA_CHECK(j.contains(text_key) && j[text_key].is_string(),
-                   at +
-                       ": a record needs \"prompt\" and \"completion\" strings (or \"prompt_ids\" and "
-                       "\"completion_ids\" arrays); this one has " +
-                       (j.contains(text_key) ? "a non-string \"" + std::string(text_key) + "\""
-                                             : "no \"" + std::string(text_key) + "\""),
-                   "fix the record");
-      STRATA_CHECK(tokenizer, at + ": text records need a tokenizer, and this model has no tokenizer.model",
-                   how + " (or give --tokenizer PATH/tokenizer.model, or --tokenizer bytes for byte-level models)");
-      out = tokenizer->encode(j[text_key].get<std::string>());
-      for (int32_t id : out)
-        STRATA_CHECK(id >= 0 && id < vocab_size,
-                     at + ": the tokenizer gave id " + std::to_string(id) + ", outside the model's vocabulary of " +
-                         std::to_string(vocab_size),
-                     "use the tokenizer.model that came with the model");
-    };
-    ids_of("prompt", "prompt_ids", prompt);
-    ids_of("completion", "completion_ids", completion);
-    STRATA_CHECK(!completion.empty(), at + ": the completion is empty: the sample has nothing to learn",
-                 "drop the record or give it a completion");
-    const int64_t start = int64_t(tokens_.size());
-    if (bos >= 0) tokens_.push_back(bos);
-    tokens_.insert(tokens_.end(), prompt.begin(), prompt.end());
-    const int64_t pend = int64_t(tokens_.size()) - start;
-    tokens_.insert(tokens_.end(), completion.begin(), completion.end());
-    if (eos >= 0) tokens_.push_back(eos);
-    // The first target that counts is the first completion token, at input position pend-1.
-    STRATA_CHECK(pend >= 1 && pend <= T_,
-                 at + ": " +
-                     (pend == 0 ? std::string("an empty prompt without a BOS token leaves nothing to predict from")
-                                : "the prompt's " + std::to_string(pend) +
-                                      " tokens leave no completion token within --seq-len " + std::to_string(T_)),
-                 pend == 0 ? "give the record a prompt" : "raise --seq-len or shorten the prompt");
-    counts_.resize(tokens_.size(), 1);  // every target from the first completion token on counts
-    std::fill(counts_.begin() + start, counts_.begin() + start + pend, uint8_t(0));
-    end_record(start);
-  }
-  STRATA_CHECK(records() > 0, "data '" + path + "' holds no records", "give a JSONL file with one record per line");
-  for (auto& p : perm_) p.resize(size_t(records()));
+                           uint64_t seed, const std::string& prepare, bool pack)
+    : FinetuneData(std::make_shared<FinetuneRecords>(path, tokenizer, vocab_size, seq_len, prepare), {}, seed, pack,
+                   false) {}
+
+FinetuneData::FinetuneData(std::shared_ptr<const FinetuneRecords> records, std::vector<int64_t> which, uint64_t seed,
+                           bool pack, bool evaluation)
+    : recs_(std::move(records)),
+      which_(which.empty() ? all_of(recs_->size()) : std::move(which)),
+      T_(recs_->seq_len()),
+      seed_(seed),
+      pack_(pack),
+      evaluation_(evaluation) {
+  place_rows();
+  if (!evaluation_)
+    for (auto& p : perm_) p.resize(size_t(rows()));
 }
 
-int64_t FinetuneData::record_of(int64_t sample) const {
-  const int64_t n = records(), epoch = sample / n;
+int64_t FinetuneData::span_of(int64_t r) const {
+  return pack_ ? recs_->length(r) - 1 : std::min<int64_t>(recs_->length(r), T_);
+}
+
+void FinetuneData::place_rows() {
+  row_begin_ = {0};
+  if (!pack_) {
+    row_records_ = which_;
+    for (size_t k = 0; k < which_.size(); ++k) row_begin_.push_back(int64_t(k) + 1);
+  } else {
+    // Best fit decreasing: the longest records first, each into the row it fills most
+    // tightly (the fullest row with room), a new row when none has room. Ties by index, so
+    // the placement depends on the records alone.
+    std::vector<int64_t> order = which_;
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return span_of(a) > span_of(b); });
+    std::vector<std::vector<int64_t>> rows;
+    std::set<std::pair<int64_t, int64_t>> room;  // (free positions, row)
+    for (int64_t r : order) {
+      const int64_t need = span_of(r);
+      auto it = room.lower_bound({need, -1});
+      int64_t k;
+      if (it == room.end()) {
+        k = int64_t(rows.size());
+        rows.emplace_back();
+        room.insert({T_ - need, k});
+      } else {
+        k = it->second;
+        const int64_t left = it->first - need;
+        room.erase(it);
+        room.insert({left, k});
+      }
+      rows[size_t(k)].push_back(r);
+    }
+    row_records_.clear();
+    for (const auto& row : rows) {
+      row_records_.insert(row_records_.end(), row.begin(), row.end());
+      row_begin_.push_back(int64_t(row_records_.size()));
+    }
+  }
+  row_counted_.assign(size_t(rows()), 0);
+  for (int64_t k = 0; k < rows(); ++k)
+    for (int64_t i = row_begin_[size_t(k)]; i < row_begin_[size_t(k) + 1]; ++i)
+      row_counted_[size_t(k)] += recs_->counted(row_records_[size_t(i)]);
+}
+
+// The row sample `sample` reads: training permutes the rows by epoch; an evaluation set reads
+// them in order, once (-1: past the end, an empty row).
+int64_t FinetuneData::row_of(int64_t sample) const {
+  const int64_t n = rows();
+  if (evaluation_) return sample < n ? sample : -1;
+  const int64_t epoch = sample / n;
   int slot = perm_epoch_[0] == epoch ? 0 : perm_epoch_[1] == epoch ? 1 : -1;
   if (slot < 0) {
     slot = perm_epoch_[0] < perm_epoch_[1] ? 0 : 1;  // replace the older epoch
@@ -116,18 +99,30 @@ int64_t FinetuneData::record_of(int64_t sample) const {
   return perm_[slot][size_t(sample % n)];
 }
 
-void FinetuneData::fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets) const {
+void FinetuneData::fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets,
+                        std::span<int32_t> positions) const {
+  const int32_t pad = recs_->pad();
   for (int s = 0; s < count; ++s) {
-    const int64_t r = record_of(first_sample + s);
-    const int32_t* t = tokens_.data() + begin_[size_t(r)];
-    const uint8_t* c = counts_.data() + begin_[size_t(r)];
-    const int64_t len = begin_[size_t(r) + 1] - begin_[size_t(r)];
+    const int64_t k = row_of(first_sample + s);
     int32_t* in = inputs.data() + int64_t(s) * T_;
     int32_t* tg = targets.data() + int64_t(s) * T_;
-    for (int64_t j = 0; j < T_; ++j) {
-      const bool real = j + 1 < len;
-      in[j] = j < len ? t[j] : pad_;
-      tg[j] = real && c[j + 1] ? t[j + 1] : -1;
+    int32_t* pos = pack_ ? positions.data() + int64_t(s) * T_ : nullptr;
+    int64_t at = 0;  // the row's next free position
+    for (int64_t i = k < 0 ? 0 : row_begin_[size_t(k)]; k >= 0 && i < row_begin_[size_t(k) + 1]; ++i) {
+      const int64_t r = row_records_[size_t(i)], len = recs_->length(r), n = span_of(r);
+      const int32_t* t = recs_->tokens(r);
+      const uint8_t* c = recs_->counts(r);
+      for (int64_t j = 0; j < n; ++j) {
+        in[at + j] = t[j];
+        tg[at + j] = j + 1 < len && c[j + 1] ? t[j + 1] : -1;
+        if (pos) pos[at + j] = int32_t(j);
+      }
+      at += n;
+    }
+    for (int64_t j = at; j < T_; ++j) {  // padding: a record of its own, nothing to learn
+      in[j] = pad;
+      tg[j] = -1;
+      if (pos) pos[j] = int32_t(j - at);
     }
   }
 }
@@ -135,52 +130,54 @@ void FinetuneData::fill(int64_t first_sample, int count, std::span<int32_t> inpu
 int64_t FinetuneData::unmasked_targets(int64_t first_sample, int count) const {
   int64_t n = 0;
   for (int s = 0; s < count; ++s) {
-    const int64_t r = record_of(first_sample + s);
-    n += counted_[size_t(r)];
+    const int64_t k = row_of(first_sample + s);
+    if (k >= 0) n += row_counted_[size_t(k)];
   }
   return n;
 }
 
-// Cuts the record that starts at `start` to seq_len+1 tokens and closes it: its number of
-// counted targets (positions 1.. whose token is a target) is what unmasked_targets adds.
-void FinetuneData::end_record(int64_t start) {
-  if (int64_t(tokens_.size()) - start > int64_t(T_) + 1) {
-    tokens_.resize(size_t(start + T_ + 1));
-    counts_.resize(tokens_.size());
-    ++truncated_;
-  }
-  int32_t n = 0;
-  for (size_t k = size_t(start) + 1; k < tokens_.size(); ++k) n += counts_[k];
-  begin_.push_back(int64_t(tokens_.size()));
-  counted_.push_back(n);
+int64_t FinetuneData::truncated() const {
+  if (int64_t(which_.size()) == recs_->size()) return recs_->truncated();
+  int64_t n = 0;
+  for (int64_t r : which_) n += recs_->cut(r);
+  return n;
 }
 
-template <typename ReadIds>
-void FinetuneData::add_prepared(const nlohmann::json& j, const std::string& at, ReadIds& read_ids) {
-  std::vector<int32_t> ids;
-  read_ids(j["input_ids"], "input_ids", ids);
-  STRATA_CHECK(j.contains("loss_mask") && j["loss_mask"].is_array() && j["loss_mask"].size() == ids.size(),
-               at + ": \"loss_mask\" must be an array as long as \"input_ids\" (" + std::to_string(ids.size()) + ")",
-               "prepare the file with tools/prepare_data.py");
-  const int64_t start = int64_t(tokens_.size());
-  tokens_.insert(tokens_.end(), ids.begin(), ids.end());
-  for (const auto& m : j["loss_mask"]) {
-    STRATA_CHECK(m == 0 || m == 1, at + ": \"loss_mask\" holds " + m.dump() + ", not 0 or 1",
-                 "1 marks a token the loss counts, 0 one it does not");
-    counts_.push_back(uint8_t(m == 1));
-  }
-  counts_[size_t(start)] = 0;  // the first token has nothing before it to predict it from
-  end_record(start);
-  STRATA_CHECK(counted_.back() > 0,
-               at + ": no token the loss counts within --seq-len " + std::to_string(T_) + " (of " +
-                   std::to_string(ids.size()) + " tokens)",
-               "raise --seq-len, or drop the record (its assistant turns start too late)");
+int64_t FinetuneData::tokens() const {
+  int64_t n = 0;
+  for (int64_t r : which_) n += recs_->length(r);
+  return n;
+}
+
+double FinetuneData::padding_fraction() const {
+  int64_t used = 0;
+  for (int64_t r : which_) used += std::max<int64_t>(recs_->length(r) - 1, 0);
+  return rows() ? 1.0 - double(used) / (double(rows()) * double(T_)) : 0.0;
 }
 
 std::string FinetuneData::describe() const {
+  const int64_t cut = truncated();
+  char pad[64];
+  std::snprintf(pad, sizeof pad, "%.1f%%", 100.0 * padding_fraction());
   return std::to_string(records()) + " records, " + std::to_string(tokens()) + " tokens" +
-         (tokenizer_name_.empty() ? std::string(" (pre-tokenized)") : " by " + tokenizer_name_) +
-         (truncated_ ? ", " + std::to_string(truncated_) + " cut to --seq-len " + std::to_string(T_) : std::string());
+         (recs_->tokenizer_name().empty() ? std::string(" (pre-tokenized)") : " by " + recs_->tokenizer_name()) +
+         (cut ? ", " + std::to_string(cut) + " cut to --seq-len " + std::to_string(T_) : std::string()) +
+         (pack_ ? ", packed into " + std::to_string(rows()) + " rows" : std::string(", one per row")) + " (" + pad +
+         " padding)";
+}
+
+std::vector<int64_t> FinetuneData::held_out(int64_t n, double fraction, uint64_t seed, const std::string& origin) {
+  const int64_t k = std::max<int64_t>(1, std::llround(fraction * double(n)));
+  STRATA_CHECK(k < n,
+               "--eval-fraction " + std::to_string(fraction) + " of the " + std::to_string(n) + " records of '" +
+                   origin + "' leaves none to train on",
+               "lower --eval-fraction, or give the validation set as --eval-data");
+  std::vector<int64_t> p = all_of(n);
+  Rng rng(seed ^ 0xe7a1u, 1);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[size_t(i)], p[size_t(rng.below(uint64_t(i) + 1))]);
+  p.resize(size_t(k));
+  std::sort(p.begin(), p.end());
+  return p;
 }
 
 }  // namespace strata

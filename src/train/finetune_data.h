@@ -1,57 +1,66 @@
-// Fine-tuning data: JSONL, one record per line, {"prompt": ..., "completion": ...} as text
-// (tokenized by the model's sentencepiece tokenizer.model, or bytes), or pre-tokenized as
-// {"prompt_ids": [...], "completion_ids": [...]}: a sample is [bos] prompt completion [eos]
-// cut to seq_len+1 tokens, the loss masked on the prompt (targets -1) and on the padding. Or
-// as tools/prepare_data.py writes them (chat turns through the model's own tokenizer and
-// chat template): {"input_ids": [...], "loss_mask": [0|1, ...]}, the sample exactly as given
-// (cut to seq_len+1), the loss counting the tokens marked 1 (the assistant's turns).
-// Records are visited in a fresh permutation each epoch, drawn from (seed, epoch), so sample
-// i depends on (seed, i) alone as with token streams.
+// Fine-tuning samples: rows of seq_len tokens made from JSONL records (finetune_records.h).
+//
+// One record per row (pack false): the record, then padding; its loss mask its own. Packed
+// (pack true): records placed whole into rows, best fit in decreasing length (the fewest rows
+// a greedy placement finds), each taking length - 1 positions (its inputs; the last token is
+// only a target) with positions counting 0, 1, … from its first row, so that attention, RoPE
+// and learned positions see each record as if it were alone in its row; the rest of a row is
+// padding with targets masked. The placement is made once; training visits the rows in a
+// fresh permutation each epoch, drawn from (seed, epoch), so sample i depends on (seed, i)
+// alone. An evaluation set visits its rows once, in order; samples past them are empty rows.
 #pragma once
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "io/tokenizer.h"
 #include "train/data_loader.h"
+#include "train/finetune_records.h"
 
 namespace strata {
 
 class FinetuneData final : public SampleSource {
  public:
-  // `tokenizer` may be null when every record is pre-tokenized. Bad records (invalid JSON,
-  // missing fields, ids outside [0, vocab_size), empty completions, a prompt that leaves no
-  // completion token within seq_len) are errors naming the file and line.
-  // `prepare`: the command that prepares this file with the model's own tokenizer and chat
-  // template (tools/prepare_data.py), named when a record needs it.
+  // Every record of the file, shuffled by epoch (training).
   FinetuneData(const std::string& path, const io::Tokenizer* tokenizer, int vocab_size, int seq_len, uint64_t seed,
-               const std::string& prepare = "");
-  void fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets) const override;
-  int64_t unmasked_targets(int64_t first_sample, int count) const override;
+               const std::string& prepare = "", bool pack = false);
+  // The records `which` (indices into `records`) of a parsed file.
+  FinetuneData(std::shared_ptr<const FinetuneRecords> records, std::vector<int64_t> which, uint64_t seed, bool pack,
+               bool evaluation);
 
-  int64_t records() const { return int64_t(begin_.size()) - 1; }
-  int64_t truncated() const { return truncated_; }
-  int64_t tokens() const { return int64_t(tokens_.size()); }
+  void fill(int64_t first_sample, int count, std::span<int32_t> inputs, std::span<int32_t> targets,
+            std::span<int32_t> positions = {}) const override;
+  int64_t unmasked_targets(int64_t first_sample, int count) const override;
+  bool packed() const override { return pack_; }
+  int64_t rows() const override { return int64_t(row_begin_.size()) - 1; }
+
+  int64_t records() const { return int64_t(which_.size()); }
+  int64_t truncated() const;
+  int64_t tokens() const;
+  // The share of the rows' positions that hold no record (padding).
+  double padding_fraction() const;
   std::string describe() const;
 
- private:
-  int64_t record_of(int64_t sample) const;
-  void end_record(int64_t start);
-  template <typename ReadIds>
-  void add_prepared(const nlohmann::json& j, const std::string& at, ReadIds& read_ids);
+  // The records held out of `n` for validation: round(fraction·n) of them (at least one),
+  // drawn from the seed, in increasing order. Throws when nothing would be left to train on.
+  static std::vector<int64_t> held_out(int64_t n, double fraction, uint64_t seed, const std::string& origin);
 
-  std::string path_;
+ private:
+  void place_rows();
+  int64_t row_of(int64_t sample) const;
+  // Record r's positions in a row: its inputs when packed (length - 1), else its tokens.
+  int64_t span_of(int64_t r) const;
+
+  std::shared_ptr<const FinetuneRecords> recs_;
+  std::vector<int64_t> which_;  // the records of this set
   int T_;
   uint64_t seed_;
-  int32_t pad_;
-  std::vector<int32_t> tokens_;   // every sample's tokens, concatenated (each ≤ seq_len+1)
-  std::vector<int64_t> begin_;    // sample r is tokens_[begin_[r], begin_[r+1])
-  std::vector<uint8_t> counts_;   // per token: 1 when the loss counts it as a target
-  std::vector<int32_t> counted_;  // per sample: its targets that count
-  int64_t truncated_ = 0;
-  std::string tokenizer_name_;
+  bool pack_, evaluation_;
+  std::vector<int64_t> row_begin_;    // row k holds row_records_[row_begin_[k], row_begin_[k+1])
+  std::vector<int64_t> row_records_;  // record indices (into recs_)
+  std::vector<int64_t> row_counted_;  // per row: its targets that count
   // The permutations of the last two epochs asked for (a step may straddle an epoch's end);
   // sized once, refilled in place.
   mutable std::vector<int64_t> perm_[2];

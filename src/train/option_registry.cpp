@@ -180,6 +180,7 @@ bool positive(double v) { return v > 0; }
 bool not_negative(double v) { return v >= 0; }
 bool fraction(double v) { return v >= 0 && v <= 1; }
 bool beta(double v) { return v >= 0 && v < 1; }
+bool held_out(double v) { return v >= 0 && v < 1; }
 
 std::vector<TrainOption> make_options() {
   std::vector<TrainOption> v;
@@ -204,6 +205,18 @@ std::vector<TrainOption> make_options() {
   v.push_back(integer("grad-accum", &O::grad_accum, "micro-batches accumulated per step", 1, INT64_MAX, false,
                       "gradient_accumulation_steps"));
   v.push_back(integer("seq-len", &O::seq_len, "tokens per sequence", 1));
+  v.push_back(boolean("pack", &O::pack,
+                      "JSONL: pack several records into each --seq-len row, each attending only to itself with "
+                      "positions from 0 (false: one record per row, padded)"));
+  v.push_back(text("eval-data", &O::eval_data,
+                   "validation data in any --data format (prepared JSONL too), evaluated forward only"));
+  v.push_back(real("eval-fraction", &O::eval_fraction,
+                   "hold out this fraction of --data for validation (JSONL: records; token files: the last tokens); "
+                   "never trained on",
+                   held_out, "must be in [0, 1)"));
+  v.push_back(integer("eval-every", &O::eval_every, "steps between evaluations (0: only after the last step)", 0));
+  v.push_back(integer("eval-batches", &O::eval_batches,
+                      "global batches per evaluation (0: the whole validation set)", 0));
   v.push_back(real("lr", &O::lr, "peak learning rate", positive, "must be positive", "optimizer.params.lr"));
   v.push_back(
       integer("warmup", &O::warmup, "linear warmup steps", 0, INT64_MAX, false, "scheduler.params.warmup_num_steps"));
@@ -428,6 +441,11 @@ void validate_options(const TrainOptions& o) {
   STRATA_CHECK(o.offload_activations == OffloadTier::none || o.activation_checkpointing,
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
+  STRATA_CHECK(o.eval_data.empty() || o.eval_fraction == 0, "--eval-data with --eval-fraction",
+               "validate on a file of its own (--eval-data) or on a held-out part of --data (--eval-fraction), not both");
+  STRATA_CHECK(o.eval_enabled() || (o.eval_every == 0 && o.eval_batches == 0),
+               "--eval-every or --eval-batches without validation data",
+               "add --eval-data FILE or --eval-fraction F");
 }
 
 std::string option_value(const TrainOptions& o, std::string_view name) {

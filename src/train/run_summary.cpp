@@ -1,6 +1,7 @@
 #include "train/run_summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "comm/communicator.h"
@@ -64,6 +65,16 @@ nlohmann::ordered_json summarize_run(const TrainOptions& opts, Communicator* com
       {"loss_first", r.steps.empty() ? 0.0 : r.steps.front().loss},
       {"loss_last", r.steps.empty() ? 0.0 : r.steps.back().loss},
       {"steady_state_allocations", r.steady_state_allocations}};
+  // The last validation (--eval-data, --eval-fraction), when one ran.
+  double useful = 0;
+  for (size_t i = first; i < r.steps.size(); ++i) useful += r.steps[i].useful_tokens_per_s;
+  j["useful_tokens_per_s"] = timed > 0 ? useful / timed : 0.0;
+  for (auto it = r.steps.rbegin(); it != r.steps.rend(); ++it)
+    if (it->evaluated) {
+      j["eval_loss"] = it->eval_loss, j["eval_perplexity"] = std::exp(it->eval_loss);
+      j["eval_tokens"] = it->eval_tokens, j["eval_s"] = it->eval_s;
+      break;
+    }
   return j;
 }
 

@@ -15,7 +15,8 @@ StepLoop::StepLoop(TrainingRun& run)
       scaler_({run.opts.precision == DType::f16, run.opts.loss_scale == 0, run.opts.loss_scale,
                run.opts.initial_scale_power, run.opts.loss_scale_window, run.opts.hysteresis, run.opts.min_loss_scale}),
       inputs_(size_t(run.opts.micro_batch) * size_t(run.opts.seq_len)),
-      targets_(inputs_.size()) {
+      targets_(inputs_.size()),
+      positions_(run.data->packed() ? inputs_.size() : 0) {
   if (!run.checkpoint) return;
   const CheckpointManifest& m = run.checkpoint->manifest();
   applied_ = m.applied, base_samples_ = m.samples;
@@ -65,9 +66,9 @@ StepOutcome StepLoop::run_step(int64_t step) {
     engine.begin_micro(micro, opts.grad_accum);
     // This rank's slice of the step's global batch (the same samples for any world size).
     const int64_t rows = first + zero::first_sample(0, run_.rank, run_.world, opts.micro_batch, opts.grad_accum, micro);
-    run_.data->fill(rows, opts.micro_batch, inputs_, targets_);
+    run_.data->fill(rows, opts.micro_batch, inputs_, targets_, positions_);
     model.set_dropout_rows(opts.seed, rows);  // masks by sample: the same on any world size, after a resume
-    model.forward(inputs_);
+    model.forward(inputs_, positions_);
     // Each micro-batch's mean loss weighs its share of the step's unmasked targets (for
     // token streams 1/(accum·world)), so the ranks' sum is the global batch's token mean.
     int64_t unmasked = 0;
@@ -106,7 +107,9 @@ StepOutcome StepLoop::run_step(int64_t step) {
   tl.d2h_bytes -= before.d2h_bytes, tl.h2d_bytes -= before.h2d_bytes;
   tl.h2n_bytes -= before.h2n_bytes, tl.n2h_bytes -= before.n2h_bytes;
   tl.comm_bytes -= before.comm_bytes, tl.inter_node_bytes -= before.inter_node_bytes;
-  return {{step + 1, loss, lr, norm, tokens_per_step() / step_s, step_s * 1e3, scale, skipped, tl}, red.stop};
+  StepRecord rec{step + 1, loss, lr, norm, tokens_per_step() / step_s, step_s * 1e3, scale, skipped, tl};
+  rec.useful_tokens_per_s = double(step_targets) / step_s;
+  return {rec, red.stop};
 }
 
 }  // namespace strata

@@ -43,7 +43,7 @@ class StepLoop {
   LossScaler scaler_;
   int64_t applied_ = 0;
   int64_t base_samples_ = 0;  // global samples consumed before this run's first step
-  std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> inputs_, targets_, positions_;
   size_t allocations_after_first_ = 0;
 };
 

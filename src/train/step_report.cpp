@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <span>
 
@@ -43,6 +44,12 @@ std::string progress_line(int64_t step, int64_t steps, double loss, double lr, d
   return buf;
 }
 
+std::string eval_text(double eval_loss) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " | eval loss %.4f (ppl %.2f)", eval_loss, std::exp(eval_loss));
+  return buf;
+}
+
 StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, TrainResult& result)
     : run_(run), tokens_per_step_(tokens_per_step), tty_(!run.quiet && isatty(STDERR_FILENO)) {
   const TrainOptions& opts = run.opts;
@@ -64,6 +71,7 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
                      : "",
                  (long long)opts.steps, tokens_per_step);
     if (!run.data_line.empty()) std::fprintf(stderr, "strata: data: %s\n", run.data_line.c_str());
+    if (!run.eval_line.empty()) std::fprintf(stderr, "strata: validation: %s\n", run.eval_line.c_str());
     if (const zero::StateFormat& f = run.engine_options.states; f.narrow())
       std::fprintf(stderr, "strata: optimizer states: master %s, m and v %s (%zu B per parameter), %s\n",
                    std::string(dtype_name(f.master)).c_str(), std::string(dtype_name(f.moments)).c_str(),
@@ -97,7 +105,7 @@ void StepReporter::step(const StepRecord& r) {
   const TrainOptions& opts = run_.opts;
   const int64_t step = r.step - 1;
   smoothed_tps_ = step == 0 ? r.tokens_per_s : 0.9 * smoothed_tps_ + 0.1 * r.tokens_per_s;
-  const bool log_now = r.step % opts.log_every == 0 || step == 0 || r.step == opts.steps;
+  const bool log_now = r.step % opts.log_every == 0 || step == 0 || r.step == opts.steps || r.evaluated;
   ++steps_since_log_;
   if (log_now) {
     // Bytes each rank sent per step since the last log (collective: every rank logs alike).
@@ -115,6 +123,7 @@ void StepReporter::step(const StepRecord& r) {
                              {"lr", r.lr},
                              {"grad_norm", r.grad_norm},
                              {"tokens_per_s", r.tokens_per_s},
+                             {"useful_tokens_per_s", r.useful_tokens_per_s},
                              {"step_ms", r.step_ms},
                              {"device_bytes", run_.backend->budget().used()},
                              {"ranks", run_.world},
@@ -126,6 +135,9 @@ void StepReporter::step(const StepRecord& r) {
                              {"comm_bytes", comm_bytes_}};
       if (opts.precision == DType::f16)
         line["loss_scale"] = r.loss_scale, line["skipped"] = r.skipped;  // a skipped step's norm is null
+      if (r.evaluated)
+        line["eval_loss"] = r.eval_loss, line["eval_perplexity"] = std::exp(r.eval_loss),
+        line["eval_tokens"] = r.eval_tokens, line["eval_s"] = r.eval_s;
       line["timeline"] = timeline_json(r.timeline);
       if (run_.tiers)
         line["host_bytes"] = host_bytes_, line["host_high_water"] = run_.tiers->budget(Tier::host).high_water();
@@ -135,9 +147,9 @@ void StepReporter::step(const StepRecord& r) {
   }
   if (!run_.quiet && (tty_ || log_now)) {
     const double eta = double(opts.steps - r.step) * tokens_per_step_ / smoothed_tps_;
-    std::fprintf(stderr, "%s%s%s", tty_ ? "\r" : "",
+    std::fprintf(stderr, "%s%s%s%s", tty_ ? "\r" : "",
                  progress_line(r.step, opts.steps, r.loss, r.lr, r.grad_norm, smoothed_tps_, eta).c_str(),
-                 tty_ && !log_now ? "" : "\n");
+                 r.evaluated ? eval_text(r.eval_loss).c_str() : "", tty_ && !log_now ? "" : "\n");
   }
 }
 
@@ -146,10 +158,13 @@ void StepReporter::sync() {
 }
 
 void StepReporter::done(const TrainResult& result) {
-  if (!run_.quiet && !result.steps.empty())
-    std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f; metrics in %s\n",
-                 format_duration(result.seconds).c_str(), result.steps.front().loss, result.steps.back().loss,
-                 metrics_->path().c_str());
+  if (run_.quiet || result.steps.empty()) return;
+  std::string eval;
+  for (auto it = result.steps.rbegin(); it != result.steps.rend() && eval.empty(); ++it)
+    if (it->evaluated) eval = ";" + eval_text(it->eval_loss).substr(2);
+  std::fprintf(stderr, "strata: done in %s; loss %.4f -> %.4f%s; metrics in %s\n",
+               format_duration(result.seconds).c_str(), result.steps.front().loss, result.steps.back().loss,
+               eval.c_str(), metrics_->path().c_str());
 }
 
 }  // namespace strata

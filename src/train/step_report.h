@@ -23,6 +23,9 @@ std::string format_duration(double seconds);
 std::string progress_line(int64_t step, int64_t steps, double loss, double lr, double norm, double tokens_per_s,
                           double eta_s);
 
+// " | eval loss L (ppl P)": what the progress line adds after a validation.
+std::string eval_text(double eval_loss);
+
 // The run's reports: the start-up line, a metrics.jsonl line every --log-every steps (with
 // every rank's model-state bytes and collective bytes), the progress line, and the closing
 // line. Rank 0 writes; the constructor and logged steps are collective.

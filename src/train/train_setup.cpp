@@ -29,34 +29,89 @@ std::string prepare_command(const std::string& model, const std::string& data) {
   return python + " " + script + " --model " + dir + " --input " + data + " --output " + out +
          ", then train with --data " + out;
 }
+
+bool is_jsonl(const std::string& format, const std::string& path) {
+  return format == "jsonl" || (format == "auto" && std::filesystem::path(path).extension() == ".jsonl");
+}
+
+// JSONL records, tokenized by --tokenizer or the tokenizer.model beside a model directory.
+std::shared_ptr<const FinetuneRecords> read_records(const DataOptions& opts, const std::string& path,
+                                                    const std::string& model_path, bool hf_dir, const ModelSpec& spec) {
+  std::string tok = opts.tokenizer;
+  if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
+    tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
+  std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
+  return std::make_shared<const FinetuneRecords>(path, tokenizer.get(), spec.vocab_size(), opts.seq_len,
+                                                 prepare_command(model_path, path));
+}
+
+// A token or text file's tokens, checked against the model's vocabulary.
+std::shared_ptr<const std::vector<int32_t>> read_tokens(const DataOptions& opts, const std::string& format,
+                                                        const std::string& path, const std::string& model_path,
+                                                        const ModelSpec& spec) {
+  STRATA_CHECK(opts.tokenizer.empty(), "--tokenizer is for JSONL data; '" + path + "' is a token or text file",
+               "drop --tokenizer, or give --data FILE.jsonl");
+  io::TokenFile tf = io::read_token_file(path, io::parse_token_format(format));
+  STRATA_CHECK(tf.max_token < spec.vocab_size(),
+               "data '" + path + "' holds token id " + std::to_string(tf.max_token) + " but model '" + model_path +
+                   "' has a vocabulary of " + std::to_string(spec.vocab_size()),
+               "tokenize the data for this model, or pick a model with a larger vocab_size");
+  return std::make_shared<const std::vector<int32_t>>(std::move(tf.tokens));
+}
+
 }  // namespace
 
-std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64_t seed, const std::string& data_path,
-                                                 const std::string& model_path, bool hf_dir, const ModelSpec& spec,
-                                                 std::string* describe) {
-  const bool jsonl = opts.data_format == "jsonl" ||
-                     (opts.data_format == "auto" && std::filesystem::path(data_path).extension() == ".jsonl");
-  std::unique_ptr<SampleSource> data;
-  if (jsonl) {
-    std::string tok = opts.tokenizer;
-    if (tok.empty() && hf_dir && std::filesystem::exists(std::filesystem::path(model_path) / "tokenizer.model"))
-      tok = (std::filesystem::path(model_path) / "tokenizer.model").string();
-    std::unique_ptr<io::Tokenizer> tokenizer = tok.empty() ? nullptr : io::make_tokenizer(tok);
-    auto ft = std::make_unique<FinetuneData>(data_path, tokenizer.get(), spec.vocab_size(), opts.seq_len, seed,
-                                             prepare_command(model_path, data_path));
-    if (describe) *describe = ft->describe();
-    data = std::move(ft);
+RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path, bool hf_dir,
+                      const ModelSpec& spec) {
+  RunData d;
+  const uint64_t seed = opts.seed;
+  const double frac = opts.eval_fraction;
+  if (is_jsonl(opts.data_format, data_path)) {
+    auto recs = read_records(opts, data_path, model_path, hf_dir, spec);
+    std::vector<int64_t> train, held;
+    if (frac > 0) {  // the held-out records, and every other one for training
+      held = FinetuneData::held_out(recs->size(), frac, seed, data_path);
+      for (int64_t r = 0, k = 0; r < recs->size(); ++r)
+        if (k < int64_t(held.size()) && held[size_t(k)] == r)
+          ++k;
+        else
+          train.push_back(r);
+    }
+    auto ft = std::make_unique<FinetuneData>(recs, std::move(train), seed, opts.pack, false);
+    d.train_line = ft->describe();
+    d.train = std::move(ft);
+    if (frac > 0) {
+      auto ev = std::make_unique<FinetuneData>(recs, std::move(held), seed, opts.pack, true);
+      d.eval_line = ev->describe() + ", held out of --data";
+      d.eval = std::move(ev);
+    }
   } else {
-    STRATA_CHECK(opts.tokenizer.empty(), "--tokenizer is for JSONL data; '" + data_path + "' is a token or text file",
-                 "drop --tokenizer, or give --data FILE.jsonl");
-    io::TokenFile tf = io::read_token_file(data_path, io::parse_token_format(opts.data_format));
-    STRATA_CHECK(tf.max_token < spec.vocab_size(),
-                 "data '" + data_path + "' holds token id " + std::to_string(tf.max_token) + " but model '" +
-                     model_path + "' has a vocabulary of " + std::to_string(spec.vocab_size()),
-                 "tokenize the data for this model, or pick a model with a larger vocab_size");
-    data = std::make_unique<DataLoader>(std::move(tf.tokens), opts.seq_len, seed, data_path);
+    auto tokens = read_tokens(opts, opts.data_format, data_path, model_path, spec);
+    const int64_t n = int64_t(tokens->size());
+    const int64_t split = frac > 0 ? DataLoader::eval_split(n, frac, opts.seq_len, data_path) : n;
+    d.train = std::make_unique<DataLoader>(tokens, 0, split, opts.seq_len, seed, false, data_path);
+    if (frac > 0) {
+      d.eval = std::make_unique<DataLoader>(tokens, split, n, opts.seq_len, seed, true, data_path);
+      d.eval_line = std::to_string(n - split) + " tokens (the last of --data), " + std::to_string(d.eval->rows()) +
+                    " windows";
+    }
   }
-  return data;
+  if (!opts.eval_data.empty()) {  // a file of its own, in any --data format
+    const std::string path = resolve_resource(opts.eval_data);
+    if (is_jsonl(opts.data_format == "jsonl" ? "auto" : opts.data_format, path)) {
+      auto ev = std::make_unique<FinetuneData>(read_records(opts, path, model_path, hf_dir, spec),
+                                               std::vector<int64_t>{}, seed, opts.pack, true);
+      d.eval_line = ev->describe();
+      d.eval = std::move(ev);
+    } else {
+      const std::string format = opts.data_format == "jsonl" ? "auto" : opts.data_format;
+      auto tokens = read_tokens(opts, format, path, model_path, spec);
+      d.eval = std::make_unique<DataLoader>(tokens, 0, -1, opts.seq_len, seed, true, path);
+      d.eval_line = std::to_string(tokens->size()) + " tokens, " + std::to_string(d.eval->rows()) + " windows";
+    }
+    d.eval_line += " from '" + path + "'";
+  }
+  return d;
 }
 
 zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec, const NodeShare& share,

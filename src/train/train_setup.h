@@ -13,11 +13,14 @@
 namespace strata {
 
 // The samples: JSONL records (tokenized by --tokenizer, or the tokenizer.model beside a
-// Hugging Face model directory) or a token/text file. `describe` gets the JSONL summary
-// line (empty for token files). `seed` orders the samples.
-std::unique_ptr<SampleSource> make_training_data(const DataOptions& opts, uint64_t seed, const std::string& data_path,
-                                                 const std::string& model_path, bool hf_dir, const ModelSpec& spec,
-                                                 std::string* describe);
+// Hugging Face model directory) or a token/text file, ordered by --seed; and the validation
+// set: --eval-data, or the part of --data that --eval-fraction holds out (never trained on).
+struct RunData {
+  std::unique_ptr<SampleSource> train, eval;  // eval: null without validation
+  std::string train_line, eval_line;          // for the start-up lines (train_line: JSONL only)
+};
+RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path, bool hf_dir,
+                      const ModelSpec& spec);
 
 // The engine's options from the run's: stage, buckets, prefetch (from --prefetch-bucket-size
 // in units of the largest layer), persistence, hpZ ("node" = the ranks of a node), overlap

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "train/checkpoint.h"
+#include "train/evaluator.h"
 #include "train/step_loop.h"
 #include "train/step_report.h"
 #include "train/stop_signal.h"
@@ -51,6 +52,8 @@ TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   }
   result.resumed_from = run.start_step;
   StepLoop loop(run);
+  std::unique_ptr<Evaluator> evaluator;  // sized before the first step: nothing allocates in the steady state
+  if (run.eval_data) evaluator = std::make_unique<Evaluator>(run);
   StepReporter report(run, loop.tokens_per_step(), result);
   const auto save = [&](int64_t done_steps) {
     report.sync();  // the metrics log holds every step the checkpoint covers
@@ -60,7 +63,12 @@ TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   try {
     for (int64_t step = run.start_step; step < opts.steps; ++step) {
       if (context.on_step_begin) context.on_step_begin(step);
-      const StepOutcome out = loop.run_step(step);
+      StepOutcome out = loop.run_step(step);
+      if (evaluator && Evaluator::due(step + 1, opts.steps, opts.eval_every)) {
+        const EvalResult e = evaluator->evaluate();
+        out.record.evaluated = true;
+        out.record.eval_loss = e.loss, out.record.eval_tokens = e.tokens, out.record.eval_s = e.seconds;
+      }
       result.steps.push_back(out.record);
       report.step(out.record);
       const bool saved = opts.save_every > 0 && ((step + 1) % opts.save_every == 0 || step + 1 == opts.steps);

@@ -24,6 +24,7 @@ class IoFaults;
 // struct alone.
 struct TrainOptions : ModelOptions,
                       DataOptions,
+                      EvalOptions,
                       OptimizerOptions,
                       ScheduleOptions,
                       ZeroStageOptions,
@@ -61,6 +62,12 @@ struct StepRecord {
   double loss_scale = 1;  // the scale this step's backward used (fp16)
   bool skipped = false;   // overflow: no update (fp16)
   StepTimeline timeline;
+  double useful_tokens_per_s = 0;  // the step's targets the loss counts (not padding, not prompts), per second
+  // The validation after this step (--eval-data, --eval-fraction), when one ran: the mean
+  // loss over the validation targets, their count, and its seconds (not in step_ms).
+  bool evaluated = false;
+  double eval_loss = 0, eval_s = 0;
+  int64_t eval_tokens = 0;
 };
 
 struct TrainResult {

@@ -45,7 +45,9 @@ TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
     imported = std::make_unique<HfWeights>(model_path, spec);
     if (!quiet && !imported->note().empty()) std::fprintf(stderr, "strata: note: %s\n", imported->note().c_str());
   }
-  data = make_training_data(opts, opts.seed, data_path, model_path, hf_dir, spec, &data_line);
+  RunData d = make_run_data(opts, data_path, model_path, hf_dir, spec);
+  data = std::move(d.train), eval_data = std::move(d.eval);
+  data_line = std::move(d.train_line), eval_line = std::move(d.eval_line);
   open_device();
   open_engine_and_model(c.nvme_faults);
   schedule = opts.lr_schedule();

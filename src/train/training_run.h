@@ -49,7 +49,9 @@ class TrainingRun {
   int64_t start_step = 0;                        // its step (0: fresh)
   std::unique_ptr<HfWeights> imported;           // weights from a Hugging Face directory
   std::unique_ptr<SampleSource> data;
-  std::string data_line;  // the JSONL summary for the start-up line
+  std::unique_ptr<SampleSource> eval_data;  // the validation set (null: none)
+  std::string data_line;                    // the JSONL summary for the start-up line
+  std::string eval_line;                    // the validation set's
   NodeShare share;
   host::CpuSplit split;
   int device_threads = 0, host_threads = 0;

@@ -44,7 +44,8 @@ void ParamCoordinator::attach(UnitModel& model, const void* device_shard, Fetch 
   gathered_mem_ = allocate_planned(be_, d.gathered, "zero:gathered_params");
   gather_arena_.reset(size_t(d.gathered), units + 1);
   resident_.assign(units, {});
-  access_.reset(int(units));
+  train_order_.reset(int(units));
+  eval_order_.reset(int(units));
   for (size_t u = 0; u < units; ++u) gathered_.push_back(be_.make_event());
   if (hpz_) {
     secondary_ = allocate_planned(be_, d.secondary, "zero:hpz_secondary_params");
@@ -60,22 +61,22 @@ void ParamCoordinator::attach(UnitModel& model, const void* device_shard, Fetch 
 }
 
 void ParamCoordinator::begin_step() {
-  access_.begin_step();
+  access_->begin_step();
   current_unit_ = pending_release_ = -1;
 }
 
 void ParamCoordinator::begin_pass() {
-  access_.begin_pass();
+  access_->begin_pass();
   // Each pass gathers what it uses (the paper's 3Ψ): units of earlier passes go now;
   // units prefetched for this pass stay.
   for (int u = 0; u < int(resident_.size()); ++u)
-    if (resident_[size_t(u)].offset >= 0 && resident_[size_t(u)].pass < access_.pass()) release(u);
+    if (resident_[size_t(u)].offset >= 0 && resident_[size_t(u)].pass < access_->pass()) release(u);
   current_unit_ = pending_release_ = -1;
 }
 
 void ParamCoordinator::acquire(int unit) {
-  const int64_t pos = access_.use(unit);
-  const int pass = access_.pass();
+  const int64_t pos = access_->use(unit);
+  const int pass = access_->pass();
   if (pending_release_ >= 0 && pending_release_ != unit && resident_[size_t(pending_release_)].offset >= 0)
     release(pending_release_);  // its last use in the pass has ended
   pending_release_ = -1;
@@ -85,12 +86,12 @@ void ParamCoordinator::acquire(int unit) {
     ++stats_.gathers_on_demand;
   }
   resident_[size_t(unit)].last_use = ++use_clock_;
-  if (access_.replaying()) {
-    if (access_.last_in_pass(pos)) pending_release_ = unit;
-    for (int64_t q = pos + 1; q <= pos + opts_.prefetch_depth && q < access_.size(); ++q) {
-      const int v = access_.unit_at(q);
+  if (access_->replaying()) {
+    if (access_->last_in_pass(pos)) pending_release_ = unit;
+    for (int64_t q = pos + 1; q <= pos + opts_.prefetch_depth && q < access_->size(); ++q) {
+      const int v = access_->unit_at(q);
       if (resident_[size_t(v)].offset >= 0) continue;
-      if (!gather_ahead(v, access_.pass_at(q), false)) break;
+      if (!gather_ahead(v, access_->pass_at(q), false)) break;
       ++stats_.gathers_prefetched;
     }
   }
@@ -100,12 +101,29 @@ void ParamCoordinator::acquire(int unit) {
 }
 
 void ParamCoordinator::end_step() {
+  release_all();
+  access_->end_step();
+  stats_.live_param_high_water = gather_arena_.high_water();
+  std::fill(secondary_valid_.begin(), secondary_valid_.end(), 0);  // hpZ: the next step gathers anew
+}
+
+void ParamCoordinator::begin_eval() {
+  release_all();
+  access_ = &eval_order_;
+  access_->begin_step();
+}
+
+void ParamCoordinator::end_eval() {
+  release_all();
+  access_->end_step();
+  access_ = &train_order_;
+  std::fill(secondary_valid_.begin(), secondary_valid_.end(), 0);  // the next step gathers as it would have
+}
+
+void ParamCoordinator::release_all() {
   for (int u = 0; u < int(resident_.size()); ++u)
     if (resident_[size_t(u)].offset >= 0) release(u);
   current_unit_ = pending_release_ = -1;
-  access_.end_step();
-  stats_.live_param_high_water = gather_arena_.high_water();
-  std::fill(secondary_valid_.begin(), secondary_valid_.end(), 0);  // hpZ: the next step gathers anew
 }
 
 void ParamCoordinator::release(int unit) {

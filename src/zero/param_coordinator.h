@@ -47,6 +47,11 @@ class ParamCoordinator {
   void acquire(int unit);
   // After the step's update (the work stream drained): every gathered unit is stale.
   void end_step();
+  // An evaluation between steps (forward passes only): its gathers follow an access order of
+  // their own, recorded in the first evaluation and replayed (with prefetch) in later ones,
+  // so the steps' order is left as it was. end_eval with the work stream drained.
+  void begin_eval();
+  void end_eval();
   // The persistent parameters, whole on every rank, from the updated shards.
   void publish_persistent();
 
@@ -62,6 +67,7 @@ class ParamCoordinator {
   };
   bool low_precision() const { return plan_.compute != DType::f32; }
   void release(int unit);
+  void release_all();
   bool gather_ahead(int unit, int pass, bool evict);
   void fetch_unit(int unit);
   void gather_unit_work(int unit, int64_t offset);
@@ -90,7 +96,8 @@ class ParamCoordinator {
   UnitArena gather_arena_;
   std::vector<Resident> resident_;
   std::vector<std::unique_ptr<Event>> gathered_;  // per unit: its gather has completed
-  AccessOrder access_;
+  AccessOrder train_order_, eval_order_;
+  AccessOrder* access_ = &train_order_;  // the one in use
   int current_unit_ = -1, pending_release_ = -1;
   int64_t use_clock_ = 0;
   // hpZ: the secondary partition, and per unit whether it holds this step's parameters

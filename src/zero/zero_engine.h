@@ -120,6 +120,10 @@ class ZeroEngine final : public UnitHooks {
   void step(float lr, float grad_scale, int64_t t);
   // An overflowed step (fp16): no update; the step ends with the parameters unchanged.
   void skip_step();
+  // An evaluation between steps: forward passes only (Model::evaluate), stage 3 gathering
+  // in an access order of their own; no gradient, reduction or update.
+  void begin_eval();
+  void end_eval();
   // All f32 parameters in model-flat order (tests, export): gathered from the shards.
   void gather_full_params(std::span<float> out);
   // After a failed step: lets every stream's queued work finish, dropping their errors.

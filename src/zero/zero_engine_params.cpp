@@ -72,6 +72,16 @@ void ZeroEngine::publish_params() {
   }
 }
 
+void ZeroEngine::begin_eval() {
+  if (params_) params_->begin_eval();
+}
+
+void ZeroEngine::end_eval() {
+  if (!params_) return;
+  drain();
+  params_->end_eval();
+}
+
 void ZeroEngine::begin_pass() {
   if (params_) params_->begin_pass();
 }
