@@ -30,7 +30,8 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
 // `spec`: the sliding window, scale and soft-cap; `positions`: packed rows, each record
 // attended on its own (Backend::attention_forward).
 void attention_forward(TensorView out, TensorView lse, TensorView qkv, int n_head, Workspace& ws,
-                       const DropoutSpec& drop = {}, const AttentionSpec& spec = {}, std::span<const int32_t> positions = {});
+                       const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
+                       std::span<const int32_t> positions = {});
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView out, TensorView lse, int n_head,
                         Workspace& ws, const DropoutSpec& drop = {}, const AttentionSpec& spec = {},
                         std::span<const int32_t> positions = {});

@@ -308,8 +308,8 @@ __global__ void attention_dkv_kernel(T* __restrict__ dqkv, const T* __restrict__
   static_assert(kTile % BR == 0, "a block's rows share their first tile");
   // The block's last key has the latest window and record end of its keys.
   const int b = bh / NH, last_key = min(j0 + BR, Tn) - 1;
-  const int last_tile = min(km::attn_last_query_tile(last_key, spec.window, Tn),
-                            km::attn_record_last(rec, b, Tn, last_key) / kTile);
+  const int last_tile =
+      min(km::attn_last_query_tile(last_key, spec.window, Tn), km::attn_record_last(rec, b, Tn, last_key) / kTile);
   for (int t = j0 / kTile; t <= last_tile; ++t) {
     const int i0 = t * kTile, i = i0 + lane;
     __syncthreads();

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/op_checks.h"
 #include "core/error.h"
 #include "host/host_memory.h"
 #include "kernels/cuda_check.h"
@@ -17,7 +18,6 @@
 #include "kernels/math/adam16_math.h"
 #include "kernels/math/element_math.h"
 #include "kernels/math/segment_math.h"
-#include "backend/op_checks.h"
 
 namespace strata::cuda {
 
@@ -205,7 +205,7 @@ kernel_math::AttnRecords CudaBackend::stage_records(std::span<const int32_t> pos
   TokenSlot& r = records_;
   if (records_staged_ != n || std::memcmp(r.host, positions.data(), n * 4) != 0) {
     check_positions(positions, B, T, op);
-    r.copied->synchronize();  // the previous upload has left the pinned copy
+    r.copied->synchronize();   // the previous upload has left the pinned copy
     if (2 * n > r.capacity) {  // the first micro-batch of a shape only
       if (r.host) STRATA_CUDA_CHECK(cudaFreeHost(r.host));
       r.host = nullptr, r.device = {};
@@ -216,8 +216,8 @@ kernel_math::AttnRecords CudaBackend::stage_records(std::span<const int32_t> pos
     std::memcpy(r.host, positions.data(), n * 4);
     kernel_math::segment_last_rows(r.host + n, r.host, B, T);
     // Ordered on the compute stream: the kernels that read the previous positions run first.
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(r.device.data(), r.host, 2 * n * 4, cudaMemcpyHostToDevice,
-                                      static_cast<cudaStream_t>(cs())));
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(r.device.data(), r.host, 2 * n * 4, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(cs())));
     compute_->record(*r.copied);
     records_staged_ = n;
   }

@@ -34,8 +34,8 @@ void add_bias(void* out, int out_dtype, const void* bias, int bias_dtype, int64_
 void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, void* stream);
 // Heads of head_dim, their leading rotary_dims rotating; the table is for rotary_dims.
 // `pos`: packed rows' positions [BT] on the device (null: row index mod T).
-void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head,
-          int heads, int head_dim, int rotary_dims, bool inverse, int dtype, void* stream);
+void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head, int heads,
+          int head_dim, int rotary_dims, bool inverse, int dtype, void* stream);
 // The q/k RMSNorm (Backend::qk_rmsnorm_*; its groups: kernels/math/qk_norm_math.h); the
 // backward needs qk_norm_scratch_bytes of scratch.
 void qk_rmsnorm_forward(void* out, float* rstd, const void* inp, const void* qk_weight, int64_t N, int n_head,

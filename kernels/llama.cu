@@ -156,8 +156,8 @@ void rope_table(float* table, int64_t T, int head_dim, const RopeSpec& rope, voi
   STRATA_CUDA_CHECK_LAUNCH();
 }
 
-void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head,
-          int heads, int head_dim, int rotary_dims, bool inverse, int dtype, void* stream) {
+void rope(void* x, const float* table, const int32_t* pos, int64_t BT, int64_t T, int64_t W, int first_head, int heads,
+          int head_dim, int rotary_dims, bool inverse, int dtype, void* stream) {
   const int64_t n = BT * heads * (rotary_dims / 2);
   if (n == 0) return;
   dispatch(dtype, [&](auto* tag) {

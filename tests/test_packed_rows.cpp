@@ -104,13 +104,15 @@ TEST(PackedRows, PositionsThatDoNotCountUpAreRefused) {
   cpu::CpuBackend be({size_t(16) << 20, 0});
   std::vector<float> x(64);
   const std::vector<int32_t> bad = {0, 1, 3, 4};
-  const std::string msg = test::error_of(
-      [&] { be.rope({x.data(), DType::f32, {1, 4, 16}}, 0, 2, 8, RopeSpec{}, false, bad); });
+  const std::string msg = test::error_of([&] {
+    be.rope({x.data(), DType::f32, {1, 4, 16}}, 0, 2, 8, RopeSpec{}, false, bad);
+  });
   EXPECT_NE(msg.find("position 3 at row 0, token 2 neither starts a record (0) nor follows 1"), std::string::npos)
       << msg;
   const std::vector<int32_t> short_ = {0, 1};
-  EXPECT_NE(test::error_of([&] { be.rope({x.data(), DType::f32, {1, 4, 16}}, 0, 2, 8, RopeSpec{}, false, short_); })
-                .find("2 positions for 1 rows of 4"),
+  EXPECT_NE(test::error_of([&] {
+              be.rope({x.data(), DType::f32, {1, 4, 16}}, 0, 2, 8, RopeSpec{}, false, short_);
+            }).find("2 positions for 1 rows of 4"),
             std::string::npos);
 }
 

@@ -56,7 +56,7 @@ TEST(Packing, RecordsFillRowsWholeWithTheirOwnPositionsAndTargets) {
     counted += d.unmasked_targets(i, 1);
     for (int t = 0; t < 8; ++t) {
       if (in[size_t(t)] == 0) continue;  // padding (token 0 without a tokenizer)
-      if (pos[size_t(t)] != 0) {  // inside a record: the next token of the same record
+      if (pos[size_t(t)] != 0) {         // inside a record: the next token of the same record
         EXPECT_EQ(in[size_t(t)], in[size_t(t) - 1] + 1) << "row " << i << ", t " << t;
         continue;
       }
@@ -87,7 +87,7 @@ TEST(Packing, HeldOutRecordsAreDeterministicDisjointAndNeverTrainedOn) {
   const auto a = FinetuneData::held_out(100, 0.1, 7, "x"), b = FinetuneData::held_out(100, 0.1, 7, "x");
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 10u);
-  EXPECT_NE(a, FinetuneData::held_out(100, 0.1, 8, "x"));  // drawn from the seed
+  EXPECT_NE(a, FinetuneData::held_out(100, 0.1, 8, "x"));            // drawn from the seed
   EXPECT_EQ(FinetuneData::held_out(100, 0.001, 7, "x").size(), 1u);  // at least one
   const std::string msg = test::error_of([] { FinetuneData::held_out(3, 0.9, 7, "d.jsonl"); });
   EXPECT_NE(msg.find("leaves none to train on"), std::string::npos) << msg;

@@ -10,6 +10,7 @@ int train_main(int argc, char** argv);   // argv[0] is "train"
 int bench_main(int argc, char** argv);   // argv[0] is "bench"
 int export_main(int argc, char** argv);  // argv[0] is "export"
 int plan_main(int argc, char** argv);    // argv[0] is "plan"
+int plot_main(int argc, char** argv);    // argv[0] is "plot"
 
 // Shared: prints "strata <cmd>: <message>" and returns the usage-error exit code (2).
 int usage_error(const char* cmd, const std::string& message);

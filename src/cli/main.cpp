@@ -38,6 +38,7 @@ static const char* kUsage =
     "  train        train a GPT-2 or Llama model (bare 'strata train' trains the embedded default)\n"
     "  export       consolidate a checkpoint into Hugging Face safetensors\n"
     "  plan         will it fit: per-rank bytes per tier for every stage and offload, and a recommendation\n"
+    "  plot         a PNG of a training run: loss (train and validation), lr, grad norm, tokens/s, tier bytes\n"
     "  bench model  tokens/s and GFLOP/s of a training step (GPT-2-small shape), f32 and bf16\n"
     "  bench adam   the fused CPU Adam against the memory bound and DeepSpeed\n"
     "  bench comm   bus bandwidth of each collective (run under mpirun -np N)\n"
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], "bench")) return strata::cli::bench_main(argc - 1, argv + 1);
     if (!std::strcmp(argv[1], "export")) return strata::cli::export_main(argc - 1, argv + 1);
     if (!std::strcmp(argv[1], "plan")) return strata::cli::plan_main(argc - 1, argv + 1);
+    if (!std::strcmp(argv[1], "plot")) return strata::cli::plot_main(argc - 1, argv + 1);
   } catch (const strata::Error& e) {
     std::fprintf(stderr, "strata %s: error: %s\n", argv[1], e.what());
     return 1;

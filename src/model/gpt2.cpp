@@ -228,8 +228,7 @@ void GPT2::layer_backward(int l, TensorView residual) {
                          a.ln2_rstd);
   be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l),
                       dropped_grad(dl_bt4c_, cfg_.resid_pdrop, site + 1), a.atty, pv(P::attprojw, l));
-  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site), {},
-                        positions());
+  be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site), {}, positions());
   be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));
   be_.layernorm_backward(dresidual_, gv(P::ln1w, l), gv(P::ln1b, l), dl_btc_, residual, pv(P::ln1w, l), a.ln1_mean,
                          a.ln1_rstd);

@@ -10,7 +10,8 @@
 namespace strata {
 
 DataLoader::DataLoader(std::vector<int32_t> tokens, int seq_len, uint64_t seed, const std::string& origin)
-    : DataLoader(std::make_shared<const std::vector<int32_t>>(std::move(tokens)), 0, -1, seq_len, seed, false, origin) {}
+    : DataLoader(std::make_shared<const std::vector<int32_t>>(std::move(tokens)), 0, -1, seq_len, seed, false, origin) {
+}
 
 DataLoader::DataLoader(std::shared_ptr<const std::vector<int32_t>> tokens, int64_t begin, int64_t end, int seq_len,
                        uint64_t seed, bool evaluation, const std::string& origin)

@@ -15,8 +15,8 @@ namespace strata {
 class TrainingRun;
 
 struct EvalResult {
-  double loss = 0;      // mean over the targets
-  int64_t tokens = 0;   // targets counted
+  double loss = 0;     // mean over the targets
+  int64_t tokens = 0;  // targets counted
   double seconds = 0;
 };
 

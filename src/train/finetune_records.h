@@ -38,7 +38,7 @@ class FinetuneRecords {
   // Its targets that count.
   int32_t counted(int64_t r) const { return counted_[size_t(r)]; }
   bool cut(int64_t r) const { return cut_[size_t(r)] != 0; }  // longer than seq_len+1 in the file
-  int32_t pad() const { return pad_; }  // the token that fills a row after its records
+  int32_t pad() const { return pad_; }                        // the token that fills a row after its records
   int seq_len() const { return T_; }
   int64_t truncated() const { return truncated_; }
   int64_t total_tokens() const { return int64_t(tokens_.size()); }

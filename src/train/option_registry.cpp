@@ -215,8 +215,8 @@ std::vector<TrainOption> make_options() {
                    "never trained on",
                    held_out, "must be in [0, 1)"));
   v.push_back(integer("eval-every", &O::eval_every, "steps between evaluations (0: only after the last step)", 0));
-  v.push_back(integer("eval-batches", &O::eval_batches,
-                      "global batches per evaluation (0: the whole validation set)", 0));
+  v.push_back(
+      integer("eval-batches", &O::eval_batches, "global batches per evaluation (0: the whole validation set)", 0));
   v.push_back(real("lr", &O::lr, "peak learning rate", positive, "must be positive", "optimizer.params.lr"));
   v.push_back(
       integer("warmup", &O::warmup, "linear warmup steps", 0, INT64_MAX, false, "scheduler.params.warmup_num_steps"));
@@ -441,11 +441,11 @@ void validate_options(const TrainOptions& o) {
   STRATA_CHECK(o.offload_activations == OffloadTier::none || o.activation_checkpointing,
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
-  STRATA_CHECK(o.eval_data.empty() || o.eval_fraction == 0, "--eval-data with --eval-fraction",
-               "validate on a file of its own (--eval-data) or on a held-out part of --data (--eval-fraction), not both");
+  STRATA_CHECK(
+      o.eval_data.empty() || o.eval_fraction == 0, "--eval-data with --eval-fraction",
+      "validate on a file of its own (--eval-data) or on a held-out part of --data (--eval-fraction), not both");
   STRATA_CHECK(o.eval_enabled() || (o.eval_every == 0 && o.eval_batches == 0),
-               "--eval-every or --eval-batches without validation data",
-               "add --eval-data FILE or --eval-fraction F");
+               "--eval-every or --eval-batches without validation data", "add --eval-data FILE or --eval-fraction F");
 }
 
 std::string option_value(const TrainOptions& o, std::string_view name) {

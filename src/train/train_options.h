@@ -39,10 +39,10 @@ struct DataOptions {
 
 // Validation: a held-out part of --data or a file of its own, evaluated forward only.
 struct EvalOptions {
-  std::string eval_data;      // "" none (unless eval_fraction)
-  double eval_fraction = 0;   // of --data held out: JSONL records, or the stream's last tokens
-  int64_t eval_every = 0;     // steps between evaluations (0: only after the last step)
-  int64_t eval_batches = 0;   // global batches per evaluation (0: the whole held-out set)
+  std::string eval_data;     // "" none (unless eval_fraction)
+  double eval_fraction = 0;  // of --data held out: JSONL records, or the stream's last tokens
+  int64_t eval_every = 0;    // steps between evaluations (0: only after the last step)
+  int64_t eval_batches = 0;  // global batches per evaluation (0: the whole held-out set)
   bool eval_enabled() const { return !eval_data.empty() || eval_fraction > 0; }
 };
 

@@ -61,8 +61,8 @@ std::shared_ptr<const std::vector<int32_t>> read_tokens(const DataOptions& opts,
 
 }  // namespace
 
-RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path, bool hf_dir,
-                      const ModelSpec& spec) {
+RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path,
+                      bool hf_dir, const ModelSpec& spec) {
   RunData d;
   const uint64_t seed = opts.seed;
   const double frac = opts.eval_fraction;
@@ -92,8 +92,8 @@ RunData make_run_data(const TrainOptions& opts, const std::string& data_path, co
     d.train = std::make_unique<DataLoader>(tokens, 0, split, opts.seq_len, seed, false, data_path);
     if (frac > 0) {
       d.eval = std::make_unique<DataLoader>(tokens, split, n, opts.seq_len, seed, true, data_path);
-      d.eval_line = std::to_string(n - split) + " tokens (the last of --data), " + std::to_string(d.eval->rows()) +
-                    " windows";
+      d.eval_line =
+          std::to_string(n - split) + " tokens (the last of --data), " + std::to_string(d.eval->rows()) + " windows";
     }
   }
   if (!opts.eval_data.empty()) {  // a file of its own, in any --data format

@@ -19,8 +19,8 @@ struct RunData {
   std::unique_ptr<SampleSource> train, eval;  // eval: null without validation
   std::string train_line, eval_line;          // for the start-up lines (train_line: JSONL only)
 };
-RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path, bool hf_dir,
-                      const ModelSpec& spec);
+RunData make_run_data(const TrainOptions& opts, const std::string& data_path, const std::string& model_path,
+                      bool hf_dir, const ModelSpec& spec);
 
 // The engine's options from the run's: stage, buckets, prefetch (from --prefetch-bucket-size
 // in units of the largest layer), persistence, hpZ ("node" = the ranks of a node), overlap

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Fine-tuning runs as users drive them, run by ctest: cli_finetune_test.sh STRATA_BINARY CASE.
+# Validation (--eval-*), packed JSONL rows (--pack) and `strata plot`.
+set -u
+bin=$1; case_name=$2
+src=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+source "$src/tests/test_lib.sh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpi() { mpirun --oversubscribe -np "$@"; }
+sft=(--model "$src/configs/llama-bytes.json" --data "$src/data/sft-tiny.jsonl"
+     --tokenizer "$src/tests/fixtures/spm-tiny/tokenizer.model" --seq-len 64)
+# "step eval_loss eval_tokens" of each evaluated step of OUT.
+evals() { /usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1] + "/metrics.jsonl"):
+    j = json.loads(l)
+    if "eval_loss" in j: print(j["step"], repr(j["eval_loss"]), j["eval_tokens"])' "$1"; }
+# Whether two runs' evaluations agree: the same steps and tokens, losses within a relative 1e-6.
+same_evals() { paste -d' ' <(evals "$1") <(evals "$2") | awk '
+  { n++; if ($1 != $4 || $3 != $6) exit 1; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-6 * $2) exit 1 }
+  END { exit !(n > 0) }'; }
+
+case $case_name in
+  eval)
+    # --eval-fraction with --eval-every: metrics.jsonl, the progress and closing lines and
+    # --summary; the same evaluations on 1 and 2 ranks and at stage 3 with everything
+    # offloaded; DeepSpeed-config runs take the options from the command line.
+    run=("${sft[@]}" --steps 6 --eval-fraction 0.1 --eval-every 3 --log-every 2)
+    "$bin" train "${run[@]}" --micro-batch 4 --summary "$tmp/sum.json" --out "$tmp/one" 2>"$tmp/err" ||
+      fail "train: $(cat "$tmp/err")"
+    grep -q "strata: validation: 40 records" "$tmp/err" || fail "no validation line: $(cat "$tmp/err")"
+    grep -q "step      3/6 .* | eval loss [0-9.]* (ppl [0-9.]*)" "$tmp/err" || fail "no eval on the progress line: $(cat "$tmp/err")"
+    grep -q "strata: done in .*; eval loss [0-9.]* (ppl" "$tmp/err" || fail "no eval on the closing line: $(cat "$tmp/err")"
+    [[ "$(evals "$tmp/one" | cut -d' ' -f1 | tr '\n' ' ')" == "3 6 " ]] || fail "evaluated steps: $(evals "$tmp/one")"
+    grep -q '"eval_perplexity"' "$tmp/one/metrics.jsonl" || fail "no eval_perplexity in metrics.jsonl"
+    /usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["eval_tokens"] > 0 and s["eval_loss"] > 0, s' \
+      "$tmp/sum.json" || fail "--summary lacks the evaluation: $(cat "$tmp/sum.json")"
+    mpi 2 "$bin" train "${run[@]}" --micro-batch 2 --zero-stage 3 --out "$tmp/two" >/dev/null 2>"$tmp/err" ||
+      fail "2 ranks: $(tail -3 "$tmp/err")"
+    same_evals "$tmp/one" "$tmp/two" || fail "1 rank: $(evals "$tmp/one"); 2 ranks at stage 3: $(evals "$tmp/two")"
+    mkdir -p "$tmp/nvme"
+    mpi 2 "$bin" train "${run[@]}" --micro-batch 1 --grad-accum 2 --zero-stage 3 --offload-optimizer nvme \
+      --offload-param nvme --nvme-path "$tmp/nvme" --activation-checkpointing --offload-activations cpu \
+      --out "$tmp/nvme_run" >/dev/null 2>"$tmp/err" || fail "stage 3 on NVMe: $(tail -3 "$tmp/err")"
+    same_evals "$tmp/one" "$tmp/nvme_run" || fail "1 rank: $(evals "$tmp/one"); stage 3 on NVMe: $(evals "$tmp/nvme_run")"
+    printf '{"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}' >"$tmp/ds.json"
+    "$bin" train --config "$tmp/ds.json" "${run[@]}" --out "$tmp/ds" >/dev/null 2>"$tmp/err" || fail "--config: $(cat "$tmp/err")"
+    same_evals "$tmp/one" "$tmp/ds" || fail "1 rank: $(evals "$tmp/one"); --config: $(evals "$tmp/ds")"
+    # Resumed from step 3: the same evaluation at step 6 (the held-out split and rows depend on
+    # the file and the seed alone).
+    "$bin" train "${run[@]}" --micro-batch 4 --steps 3 --save-every 3 --out "$tmp/res" >/dev/null 2>&1 || fail "first half"
+    "$bin" train "${run[@]}" --micro-batch 4 --save-every 3 --resume --out "$tmp/res" >/dev/null 2>"$tmp/err" ||
+      fail "resume: $(cat "$tmp/err")"
+    same_evals "$tmp/one" "$tmp/res" || fail "uninterrupted: $(evals "$tmp/one"); resumed: $(evals "$tmp/res")"
+    expect_error 2 "\-\-eval-data with \-\-eval-fraction" -- train "${sft[@]}" --eval-fraction 0.1 --eval-data x.jsonl --steps 1
+    expect_error 2 "without validation data" -- train "${sft[@]}" --eval-every 5 --steps 1
+    expect_error 1 "leaves none to train on" -- train "${sft[@]}" --eval-fraction 0.9999 --steps 1
+    expect_error 1 "for validation and" -- train --eval-fraction 0.00001 --steps 1
+    echo "ok: $(evals "$tmp/one" | tr '\n' ';')" ;;
+  pack)
+    # Packed rows: the start-up line's rows and padding, useful tokens/s; the same losses on 1
+    # and 2 ranks and across a resume; --pack false puts one record per row.
+    run=("${sft[@]}" --steps 6 --log-every 1)
+    "$bin" train "${run[@]}" --micro-batch 4 --out "$tmp/one" 2>"$tmp/err" || fail "train: $(cat "$tmp/err")"
+    grep -q "packed into [0-9]* rows ([0-9.]*% padding)" "$tmp/err" || fail "no packing on the data line: $(cat "$tmp/err")"
+    grep -q '"useful_tokens_per_s"' "$tmp/one/metrics.jsonl" || fail "no useful_tokens_per_s"
+    mpi 2 "$bin" train "${run[@]}" --micro-batch 2 --zero-stage 2 --out "$tmp/two" >/dev/null 2>"$tmp/err" ||
+      fail "2 ranks: $(tail -3 "$tmp/err")"
+    paste -d' ' <(log_lines "$tmp/one") <(log_lines "$tmp/two") | awk '
+      { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
+        if (d > 1e-5 * (a < 0 ? -a : a) + 1e-7) exit 1 } }' || fail "1 and 2 ranks differ: $(log_lines "$tmp/two")"
+    "$bin" train "${run[@]}" --micro-batch 4 --steps 3 --save-every 3 --out "$tmp/res" >/dev/null 2>&1 || fail "first half"
+    "$bin" train "${run[@]}" --micro-batch 4 --save-every 3 --resume --out "$tmp/res" >/dev/null 2>&1 || fail "resume"
+    [[ "$(log_lines "$tmp/one")" == "$(log_lines "$tmp/res")" ]] ||
+      fail "resumed losses differ: $(log_lines "$tmp/one") vs $(log_lines "$tmp/res")"
+    "$bin" train "${run[@]}" --micro-batch 4 --pack false --steps 1 --out "$tmp/unpacked" 2>"$tmp/err" || fail "--pack false"
+    grep -q "one per row" "$tmp/err" || fail "--pack false: $(cat "$tmp/err")"
+    echo "ok: $(grep -o 'packed into .*' "$tmp/err" || true)" ;;
+  eval_transformers)
+    # The evaluation loss against transformers': a tiny Llama (tests/fixtures/hf-families),
+    # trained 2 steps with validation records of mixed lengths and prompt masks, packed and
+    # not, on 1 and 2 ranks; the export's per-record losses in transformers (each record
+    # alone) give the same mean, with each Python at hand that has torch and transformers
+    # ($STRATA_TORCH_PYTHON, colon-separated; default .venv's).
+    tpys=()
+    IFS=: read -ra candidates <<<"${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}"
+    for p in "${candidates[@]}"; do "$p" -c "import torch, transformers" 2>/dev/null && tpys+=("$p"); done
+    ((${#tpys[@]})) || { echo "skipped: no Python with torch and transformers (set STRATA_TORCH_PYTHON; tests/tools/make_fixture_venv.sh makes one)"; exit 77; }
+    fx="$src/tests/fixtures/hf-families/llama2"
+    /usr/bin/python3 - "$tmp/val.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(3)
+with open(sys.argv[1], "w") as f:
+    for n in (5, 33, 17, 9, 26, 12, 30):
+        ids = [rng.randrange(97) for _ in range(n)]
+        prompt = rng.randrange(1, n - 1)
+        f.write(json.dumps({"input_ids": ids, "loss_mask": [0] * prompt + [1] * (n - prompt)}) + "\n")
+PY
+    base=(train --model "$fx" --data "$fx/train.jsonl" --eval-data "$tmp/val.jsonl" --steps 2 --seq-len 32 --lr 1e-3
+          --warmup 0 --save-every 2 --log-every 1)
+    "$bin" "${base[@]}" --micro-batch 2 --pack true --out "$tmp/p" >/dev/null 2>"$tmp/err" || fail "packed: $(cat "$tmp/err")"
+    "$bin" "${base[@]}" --micro-batch 2 --pack false --out "$tmp/u" >/dev/null 2>"$tmp/err" || fail "unpacked: $(cat "$tmp/err")"
+    mpi 2 "$bin" "${base[@]}" --micro-batch 1 --zero-stage 3 --pack true --out "$tmp/p2" >/dev/null 2>"$tmp/err" ||
+      fail "2 ranks: $(tail -3 "$tmp/err")"
+    same_evals "$tmp/p" "$tmp/p2" || fail "1 rank: $(evals "$tmp/p"); 2 ranks: $(evals "$tmp/p2")"
+    "$bin" export "$tmp/p" --out "$tmp/hf" --dtype f32 >/dev/null 2>"$tmp/err" || fail "export: $(cat "$tmp/err")"
+    for py in "${tpys[@]}"; do
+      "$py" - "$tmp/hf" "$tmp/val.jsonl" "$(evals "$tmp/p" | tail -1)" "$(evals "$tmp/u" | tail -1)" <<'PY' ||
+import json, sys
+import torch, transformers
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32).eval()
+total, count = 0.0, 0
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    ids, mask = r["input_ids"][:33], r["loss_mask"][:33]  # strata's cut: --seq-len + 1 tokens
+    with torch.no_grad():
+        logits = model(torch.tensor([ids[:-1]])).logits[0].double()
+    lp = torch.log_softmax(logits, -1)
+    for t in range(len(ids) - 1):
+        if mask[t + 1]:
+            total -= lp[t, ids[t + 1]].item()
+            count += 1
+want = total / count
+for name, got in (("packed", sys.argv[3]), ("one per row", sys.argv[4])):
+    step, loss, tokens = got.split()
+    rel = abs(float(loss) - want) / want
+    print(f"transformers {transformers.__version__}: {name} eval_loss {float(loss):.8f}, transformers {want:.8f}, rel {rel:.1e}, tokens {tokens}/{count}")
+    assert int(tokens) == count and rel < 1e-5, name
+PY
+        fail "$py: the evaluation loss differs from transformers'"
+    done ;;
+  plot)
+    # strata plot: a finished run with validation and offload, a run still writing (its last
+    # line cut short), and the errors.
+    command -v gnuplot >/dev/null || { echo "skipped: no gnuplot (tools/setup.sh installs gnuplot-nox)"; exit 77; }
+    "$bin" train "${sft[@]}" --steps 8 --micro-batch 4 --eval-fraction 0.1 --eval-every 4 --zero-stage 1 \
+      --offload-optimizer cpu --log-every 2 --out "$tmp/run" >/dev/null 2>"$tmp/err" || fail "train: $(cat "$tmp/err")"
+    "$bin" plot "$tmp/run" >"$tmp/out" 2>"$tmp/err" || fail "plot: $(cat "$tmp/err")"
+    [[ "$(cat "$tmp/out")" == "$tmp/run/plot.png" ]] || fail "plot printed $(cat "$tmp/out")"
+    [[ "$(head -c 8 "$tmp/run/plot.png" | od -An -tx1 | tr -d ' \n')" == "89504e470d0a1a0a" ]] || fail "not a PNG"
+    grep -q "validation" "$tmp/run/plot.gp" || fail "no validation curve in the script"
+    grep -q "between tiers" "$tmp/run/plot.gp" || fail "no tier bytes in the script of an offloading run"
+    mkdir "$tmp/live" && head -3 "$tmp/run/metrics.jsonl" >"$tmp/live/metrics.jsonl"
+    head -c 100 <(sed -n 4p "$tmp/run/metrics.jsonl") >>"$tmp/live/metrics.jsonl"  # a line being written
+    "$bin" plot "$tmp/live" --output "$tmp/live.png" >/dev/null 2>"$tmp/err" || fail "plot of a run in progress: $(cat "$tmp/err")"
+    [[ -s "$tmp/live.png" ]] || fail "no PNG for a run in progress"
+    expect_error 1 "metrics.jsonl' cannot be read" -- plot "$tmp/nowhere"
+    expect_error 2 "give the run's --out directory" -- plot
+    expect_error 1 "with the pngcairo terminal is not available" -- plot "$tmp/run" --gnuplot /nonexistent/gnuplot
+    echo "ok: $(stat -c %s "$tmp/run/plot.png") bytes" ;;
+  *) fail "unknown case $case_name" ;;
+esac
