@@ -9,17 +9,14 @@
 
 #include "core/error.h"
 #include "io/token_file.h"
+#include "test_util.h"
 #include "train/data_loader.h"
 
 namespace strata {
 namespace {
 
 std::string write_file(const std::string& name, const std::string& bytes) {
-  const auto dir = std::filesystem::temp_directory_path() / ("strata_test_data_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
+  return test::write_temp_file("data", name, bytes);
 }
 
 template <typename T>

@@ -16,11 +16,7 @@ namespace strata {
 namespace {
 
 std::string write_jsonl(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / ("strata_test_ft_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
+  return test::write_temp_file("ft", name, text);
 }
 
 using test::error_of;

@@ -17,11 +17,7 @@ namespace strata {
 namespace {
 
 std::string write_jsonl(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / ("strata_test_pack_" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
+  return test::write_temp_file("pack", name, text);
 }
 
 // Prepared records: record r is `lengths[r]` tokens r·10 + 1, r·10 + 2, …, the loss on all

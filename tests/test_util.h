@@ -2,8 +2,11 @@
 // the worst element (never only norms).
 #pragma once
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +27,16 @@ inline std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
 }
 
 inline std::string source_path(const std::string& rel) { return std::string(STRATA_SOURCE_DIR) + "/" + rel; }
+
+// Writes `bytes` to a file `name` in this process's scratch directory for `suite` (under the
+// system temporary directory) and returns its path.
+inline std::string write_temp_file(const std::string& suite, const std::string& name, const std::string& bytes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("strata_test_" + suite + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
 
 // Sets `strata train` option `name` (without "--") as typed: the registry parses it, as the
 // command line does.
