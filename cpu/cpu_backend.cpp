@@ -235,6 +235,12 @@ void CpuBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
   cpu::residual_forward(h(out), h(a), h(b));
 }
 void CpuBackend::scale(TensorView x, float alpha) { cpu::scale(h(x), alpha); }
+void CpuBackend::add_columns(TensorView y, TensorView x, int64_t first, float alpha) {
+  cpu::add_columns(h(y), h(x), first, alpha);
+}
+void CpuBackend::take_columns(TensorView x, TensorView y, int64_t first, float alpha) {
+  cpu::take_columns(h(x), h(y), first, alpha);
+}
 void CpuBackend::rmsnorm_forward(TensorView out, TensorView rstd, TensorView inp, TensorView weight, float eps,
                                  float weight_offset) {
   cpu::rmsnorm_forward(h(out), h(rstd), h(inp), h(weight), eps, weight_offset);

@@ -79,6 +79,8 @@ class CpuBackend final : public Backend {
   void gelu_backward(TensorView dinp, TensorView inp, TensorView dout) override;
   void residual_forward(TensorView out, TensorView a, TensorView b) override;
   void scale(TensorView x, float alpha) override;
+  void add_columns(TensorView y, TensorView x, int64_t first, float alpha) override;
+  void take_columns(TensorView x, TensorView y, int64_t first, float alpha) override;
   void cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss, double* loss_sum, double loss_divisor, double loss_weight,
                                       float softcap = 0.0f) override;

@@ -41,6 +41,9 @@ void gelu_forward(TensorView out, TensorView inp);
 void gelu_backward(TensorView dinp, TensorView inp, TensorView dout);
 void residual_forward(TensorView out, TensorView a, TensorView b);
 void scale(TensorView x, float alpha);
+// Column blocks of a wider activation (Backend::add_columns, take_columns).
+void add_columns(TensorView y, TensorView x, int64_t first, float alpha);
+void take_columns(TensorView x, TensorView y, int64_t first, float alpha);
 double cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets, int vocab,
                                       float dloss, float softcap = 0.0f);
 void cast(TensorView dst, TensorView src);

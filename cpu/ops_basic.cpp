@@ -145,6 +145,31 @@ void scale(TensorView x, float alpha) {
   });
 }
 
+void add_columns(TensorView y, TensorView x, int64_t first, float alpha) {
+  const auto [N, w, W] = check_columns(y, x, first, "add_columns");
+  dispatch_act(y.dtype, [&]<typename T_>(T_) {
+    T_* yp = y.as<T_>();
+    const T_* xp = x.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < w; ++j) {
+        T_& o = yp[n * W + first + j];
+        o = from_f32<T_>(kernel_math::scaled_add(to_f32(o), to_f32(xp[n * w + j]), alpha));
+      }
+  });
+}
+
+void take_columns(TensorView x, TensorView y, int64_t first, float alpha) {
+  const auto [N, w, W] = check_columns(y, x, first, "take_columns");
+  dispatch_act(y.dtype, [&]<typename T_>(T_) {
+    const T_* yp = y.as<T_>();
+    T_* xp = x.as<T_>();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < w; ++j) xp[n * w + j] = from_f32<T_>(to_f32(yp[n * W + first + j]) * alpha);
+  });
+}
+
 void dropout(TensorView x, const DropoutSpec& drop) {
   if (!drop.active()) return;
   STRATA_CHECK(x.shape.rank >= 2, "dropout: x has shape " + x.shape.str() + ", expected [B, T, W]",

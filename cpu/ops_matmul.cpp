@@ -170,10 +170,13 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
                      TensorView weight, Workspace& ws) {
   const int64_t C = inp.shape[inp.shape.rank - 1], N = inp.numel() / C, OC = weight.shape[0];
   expect_numel(dout, N * OC, "matmul_backward", "dout");
-  expect_numel(dweight, OC * C, "matmul_backward", "dweight");
-  expect_dtype(dweight, DType::f32, "matmul_backward", "dweight");
+  const bool frozen = dweight.empty();  // a weight that is not trained: dinp alone
+  if (!frozen) {
+    expect_numel(dweight, OC * C, "matmul_backward", "dweight");
+    expect_dtype(dweight, DType::f32, "matmul_backward", "dweight");
+  }
   if (!dinp.empty()) expect_numel(dinp, N * C, "matmul_backward", "dinp");
-  if (!backward_split_dout(dinp, dweight, dout, inp, weight, ws)) {
+  if (frozen || !backward_split_dout(dinp, dweight, dout, inp, weight, ws)) {
     // dinp[N,C] = dout[N,OC] · W[OC,C]
     if (!dinp.empty()) {
       // 16-bit: straight into dinp, rounded once (as below, without the f32 pass).
@@ -189,8 +192,9 @@ void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
       }
     }
     // dW[OC,C] += dout^T[OC,N] · inp[N,C]
-    gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f, dweight.as<float>(),
-         C, ws);
+    if (!frozen)
+      gemm(OC, C, N, 1.0f, {dout.data, dout.dtype, OC, true}, {inp.data, inp.dtype, C, false}, 1.0f,
+           dweight.as<float>(), C, ws);
   }
   if (!dbias.empty()) {
     float* db = dbias.as<float>();

@@ -88,15 +88,19 @@ void CudaBackend::matmul_backward(TensorView dinp, TensorView dweight, TensorVie
                                   TensorView inp, TensorView weight) {
   const int64_t C = last_dim(inp), N = inp.numel() / C, OC = weight.shape[0];
   expect_numel(dout, N * OC, "matmul_backward", "dout");
-  expect_numel(dweight, OC * C, "matmul_backward", "dweight");
-  expect_dtype(dweight, DType::f32, "matmul_backward", "dweight");
+  if (!dweight.empty()) {  // empty: a weight that is not trained
+    expect_numel(dweight, OC * C, "matmul_backward", "dweight");
+    expect_dtype(dweight, DType::f32, "matmul_backward", "dweight");
+  }
   if (!dinp.empty()) {  // dinp^T[C×N] = W^T[C×OC] · dout^T[OC×N], overwritten
     expect_numel(dinp, N * C, "matmul_backward", "dinp");
     gemm_->run(false, false, C, N, OC, weight.data, C, dout.data, OC, dinp.data, C, dout.dtype, dinp.dtype, 0.0f, {},
                cs());
   }
   // dW^T[C×OC] += inp^T[C×N] · dout[N×OC], f32 accumulation into the f32 gradient
-  gemm_->run(false, true, C, OC, N, inp.data, C, dout.data, OC, dweight.data, C, inp.dtype, DType::f32, 1.0f, {}, cs());
+  if (!dweight.empty())
+    gemm_->run(false, true, C, OC, N, inp.data, C, dout.data, OC, dweight.data, C, inp.dtype, DType::f32, 1.0f, {},
+               cs());
   if (!dbias.empty())
     launch::column_sum(dbias.as<float>(), dout.data, N, OC, int(dout.dtype),
                        scratch(launch::column_sum_scratch_bytes(N, OC)), cs());
@@ -153,6 +157,16 @@ void CudaBackend::residual_forward(TensorView out, TensorView a, TensorView b) {
 }
 
 void CudaBackend::scale(TensorView x, float alpha) { launch::scale(x.data, alpha, x.numel(), int(x.dtype), cs()); }
+
+void CudaBackend::add_columns(TensorView y, TensorView x, int64_t first, float alpha) {
+  const auto [N, w, W] = check_columns(y, x, first, "add_columns");
+  launch::add_columns(y.data, x.data, N, w, W, first, alpha, int(y.dtype), cs());
+}
+
+void CudaBackend::take_columns(TensorView x, TensorView y, int64_t first, float alpha) {
+  const auto [N, w, W] = check_columns(y, x, first, "take_columns");
+  launch::take_columns(x.data, y.data, N, w, W, first, alpha, int(y.dtype), cs());
+}
 
 void CudaBackend::cross_entropy_forward_backward(TensorView losses, TensorView logits, std::span<const int32_t> targets,
                                                  int vocab, float dloss, double* loss_sum, double loss_divisor,

@@ -24,6 +24,19 @@ __global__ void scale_kernel(T* x, float alpha, int64_t n) {
   STRATA_GRID_STRIDE(i, n) store(x, i, load(x, i) * alpha);
 }
 
+template <typename T>
+__global__ void add_columns_kernel(T* y, const T* x, int64_t N, int64_t w, int64_t W, int64_t first, float alpha) {
+  STRATA_GRID_STRIDE(i, N * w) {
+    const int64_t o = (i / w) * W + first + i % w;
+    store(y, o, km::scaled_add(load(y, o), load(x, i), alpha));
+  }
+}
+
+template <typename T>
+__global__ void take_columns_kernel(T* x, const T* y, int64_t N, int64_t w, int64_t W, int64_t first, float alpha) {
+  STRATA_GRID_STRIDE(i, N * w) store(x, i, load(y, (i / w) * W + first + i % w) * alpha);
+}
+
 template <typename D, typename S>
 __global__ void cast_kernel(D* dst, const S* src, int64_t n) {
   STRATA_GRID_STRIDE(i, n) store(dst, i, load(src, i));
@@ -96,6 +109,28 @@ void scale(void* x, float alpha, int64_t n, int dtype, void* stream) {
   dispatch(dtype, [&](auto* tag) {
     using T = STRATA_ELEM(tag);
     scale_kernel<<<km::grid_for(n), km::kThreads, 0, as_stream(stream)>>>(static_cast<T*>(x), alpha, n);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void add_columns(void* y, const void* x, int64_t N, int64_t w, int64_t W, int64_t first, float alpha, int dtype,
+                 void* stream) {
+  if (N * w == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    add_columns_kernel<<<km::grid_for(N * w), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(y), static_cast<const T*>(x), N, w, W, first, alpha);
+  });
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void take_columns(void* x, const void* y, int64_t N, int64_t w, int64_t W, int64_t first, float alpha, int dtype,
+                  void* stream) {
+  if (N * w == 0) return;
+  dispatch(dtype, [&](auto* tag) {
+    using T = STRATA_ELEM(tag);
+    take_columns_kernel<<<km::grid_for(N * w), km::kThreads, 0, as_stream(stream)>>>(
+        static_cast<T*>(x), static_cast<const T*>(y), N, w, W, first, alpha);
   });
   STRATA_CUDA_CHECK_LAUNCH();
 }

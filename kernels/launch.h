@@ -15,6 +15,12 @@ namespace strata::cuda::launch {
 void residual(void* out, const void* a, const void* b, int64_t n, int dtype, void* stream);
 // x *= alpha (Backend::scale)
 void scale(void* x, float alpha, int64_t n, int dtype, void* stream);
+// y[n, first + j] = scaled_add(y, alpha, x[n, j]) for x [N, w], y [N, W] (Backend::add_columns);
+// take_columns: x[n, j] = alpha · y[n, first + j].
+void add_columns(void* y, const void* x, int64_t N, int64_t w, int64_t W, int64_t first, float alpha, int dtype,
+                 void* stream);
+void take_columns(void* x, const void* y, int64_t N, int64_t w, int64_t W, int64_t first, float alpha, int dtype,
+                  void* stream);
 void cast(void* dst, int dst_dtype, const void* src, int src_dtype, int64_t n, void* stream);
 // dst = round(dst + src), src f32 (the engine's bucket output into a gradient shard).
 void accumulate(void* dst, int dst_dtype, const float* src, int64_t n, void* stream);

@@ -173,6 +173,22 @@ TEST_F(CudaParity, MatmulForwardAndBackward) {
     cpu_.matmul_backward(dx.c(), dw.c(), db.c(), dy.c(), x.c(), w.c());
     gpu_->matmul_backward(dx.g(), dw.g(), db.g(), dy.g(), x.g(), w.g());
     expect_match(dx, tol(t), "matmul dx"), expect_match(dw, 1e-5, "matmul dweight"), expect_match(db, 1e-5, "dbias");
+    cpu_.matmul_backward(dx.c(), {}, {}, dy.c(), x.c(), w.c());  // a frozen weight: dinp alone
+    gpu_->matmul_backward(dx.g(), {}, {}, dy.g(), x.g(), w.g());
+    expect_match(dx, tol(t), "frozen matmul dx");
+  }
+}
+
+// A low-rank adapter's column blocks of a fused projection, bit for bit (one fma, one rounding).
+TEST_F(CudaParity, ColumnBlocks) {
+  for (DType t : kActs) {
+    Pair y = randp(t, {37, 96}, 1), x = randp(t, {37, 20}, 2);
+    cpu_.add_columns(y.c(), x.c(), 40, 0.3f);
+    gpu_->add_columns(y.g(), x.g(), 40, 0.3f);
+    expect_match(y, 0, "add_columns");
+    cpu_.take_columns(x.c(), y.c(), 70, 1.5f);
+    gpu_->take_columns(x.g(), y.g(), 70, 1.5f);
+    expect_match(x, 0, "take_columns");
   }
 }
 

@@ -67,6 +67,10 @@ STRATA_HD float rmsnorm_dx(float x, float rstd, float w, float dy, float dot) {
 }
 
 // ---- soft-capping (Gemma-2's logits and attention scores): cap·tanh(x/cap); cap 0 leaves x ----
+// A column block added into a wider row (Backend::add_columns): y + alpha·x, one rounding
+// of the product-sum, alike on both backends.
+STRATA_HD float scaled_add(float y, float x, float alpha) { return fmaf(alpha, x, y); }
+
 STRATA_HD float softcapped(float x, float cap) { return cap > 0.0f ? cap * tanhf(x / cap) : x; }
 // d(capped)/dx from the capped value: 1 - tanh² (1 without a cap).
 STRATA_HD float softcap_grad(float capped, float cap) {

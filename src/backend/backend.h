@@ -150,7 +150,8 @@ class Backend {
   // pre = inp · weight^T + bias and out = gelu(pre) (GPT-2's MLP up-projection, both kept for
   // the backward). By default the two ops; the CUDA backend fuses them in cuBLASLt's epilogue.
   virtual void matmul_gelu_forward(TensorView out, TensorView pre, TensorView inp, TensorView weight, TensorView bias);
-  // dinp[N,C] = dout · weight (overwritten); dweight += dout^T · inp; dbias += Σ_n dout (f32)
+  // dinp[N,C] = dout · weight (overwritten); dweight += dout^T · inp; dbias += Σ_n dout (f32).
+  // An empty dweight: the weight is frozen (LoRA's base), and only dinp (and dbias) are made.
   virtual void matmul_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout, TensorView inp,
                                TensorView weight) = 0;
   // Causal multi-head attention. qkv[B,T,3C] -> out[B,T,C]; lse f32 [B,NH,T] saved for backward.
@@ -178,6 +179,12 @@ class Backend {
   virtual void residual_forward(TensorView out, TensorView a, TensorView b) = 0;
   // x *= alpha in place (Gemma's embedding scale, and its gradient)
   virtual void scale(TensorView x, float alpha) = 0;
+  // A block of columns of a wider activation (LoRA on one part of a fused projection: q of
+  // q|k|v, gate of gate|up): y [N, W] gets alpha·x [N, w] added to its columns
+  // [first, first + w) (kernels/math/element_math.h's scaled_add), and take_columns writes
+  // x = alpha·y[:, first : first + w]. x and y of one activation dtype.
+  virtual void add_columns(TensorView y, TensorView x, int64_t first, float alpha) = 0;
+  virtual void take_columns(TensorView x, TensorView y, int64_t first, float alpha) = 0;
   // Fused softmax cross-entropy over the first `vocab` of the (padded) last dimension; with
   // softcap > 0 of the capped logits softcap·tanh(x/softcap) (Gemma-2), the gradient to x.
   // logits f32 [N,Vp] are overwritten with dloss * (softmax - onehot); padded columns get 0.

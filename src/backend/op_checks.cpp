@@ -20,6 +20,15 @@ void expect_dtype(const TensorView& v, DType t, const char* op, const char* arg)
                "this is a bug in the caller: dtypes must agree");
 }
 
+ColumnBlock check_columns(const TensorView& y, const TensorView& x, int64_t first, const char* op) {
+  const int64_t W = last_dim(y), w = last_dim(x), N = y.numel() / W;
+  STRATA_CHECK(x.dtype == y.dtype && first >= 0 && first + w <= W && x.numel() == N * w,
+               std::string(op) + ": columns [" + std::to_string(first) + ", +" + std::to_string(w) + ") of " +
+                   y.shape.str() + " with " + x.shape.str(),
+               "this is a bug in the caller: the block must lie inside the wider rows, in one dtype");
+  return {N, w, W};
+}
+
 void check_positions(std::span<const int32_t> positions, int64_t B, int64_t T, const char* op) {
   if (positions.empty()) return;
   STRATA_CHECK(int64_t(positions.size()) == B * T,

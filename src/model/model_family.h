@@ -89,6 +89,9 @@ class ModelFamily {
   // The part of a larger checkpoint a tensor belongs to, which Strata leaves out (Gemma-3's
   // vision tower): named in the import's note; "" for none.
   virtual std::string hf_left_out(const std::string& /*name*/) const { return ""; }
+  // The modules LoRA adapts when none are named: PEFT's default for the model type (its
+  // TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), the attention's q and v by default.
+  virtual std::vector<std::string> lora_default_targets() const { return {"q_proj", "v_proj"}; }
 };
 
 // The registered families, in the registry's order.

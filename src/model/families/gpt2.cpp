@@ -16,6 +16,7 @@ class Gpt2Family final : public ModelFamily {
   std::string display_name() const override { return "GPT-2"; }
   std::string hf_architecture() const override { return "GPT2LMHeadModel"; }
   ModelClass model_class() const override { return ModelClass::gpt2; }
+  std::vector<std::string> lora_default_targets() const override { return {"c_attn"}; }
 
   void read_config(const std::string& text, const std::string& origin, ModelSpec& spec) const override {
     spec.gpt2 = GPT2Config::from_json_text(text, origin);

@@ -12,6 +12,7 @@ class Phi3Family final : public DecoderFamily {
   std::string model_type() const override { return "phi3"; }
   std::string display_name() const override { return "Phi-3"; }
   std::string hf_architecture() const override { return "Phi3ForCausalLM"; }
+  std::vector<std::string> lora_default_targets() const override { return {"qkv_proj"}; }
 
   bool read_key(const std::string& key, const nlohmann::json& v, LlamaConfig& c, const ConfigValues& r) const override {
     if (key == "partial_rotary_factor")
