@@ -181,15 +181,24 @@ void GPT2::layer_forward(int l, TensorView residual, TensorView out, bool recomp
   const int NH = cfg_.n_head;
   be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, pv(P::ln1w, l), pv(P::ln1b, l));
   be_.matmul_forward(a.qkv, a.ln1, pv(P::qkvw, l), pv(P::qkvb, l));
+  lora_forward(entry(int(P::qkvw), l), a.qkv, a.ln1);
   const uint64_t site = 4 * uint64_t(l);
   be_.attention_forward(a.atty, a.lse, a.qkv, NH, drop(cfg_.attn_pdrop, site), {}, positions());
   be_.matmul_forward(a.attproj, a.atty, pv(P::attprojw, l), pv(P::attprojb, l));
+  lora_forward(entry(int(P::attprojw), l), a.attproj, a.atty);
   be_.dropout(a.attproj, drop(cfg_.resid_pdrop, site + 1));
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
-  be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
+  if (lora()) {  // an adapter on c_fc adds before the GELU: the matmul without its epilogue
+    be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
+    lora_forward(entry(int(P::fcw), l), a.fch, a.ln2);
+    be_.gelu_forward(a.fch_gelu, a.fch);
+  } else {
+    be_.matmul_gelu_forward(a.fch_gelu, a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
+  }
   if (recompute) return;
   be_.matmul_forward(a.fcproj, a.fch_gelu, pv(P::fcprojw, l), pv(P::fcprojb, l));
+  lora_forward(entry(int(P::fcprojw), l), a.fcproj, a.fch_gelu);
   be_.dropout(a.fcproj, drop(cfg_.resid_pdrop, site + 2));
   be_.residual_forward(out, a.residual2, a.fcproj);
 }
@@ -220,23 +229,29 @@ void GPT2::layer_backward(int l, TensorView residual) {
   const int NH = cfg_.n_head;
   const uint64_t site = 4 * uint64_t(l);
   // dl_btc_ is free until the MLP's up-projection writes it, dl_bt4c_ after its backward.
-  be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dropped_grad(dl_btc_, cfg_.resid_pdrop, site + 2),
-                      a.fch_gelu, pv(P::fcprojw, l));
+  const TensorView dfcproj = dropped_grad(dl_btc_, cfg_.resid_pdrop, site + 2);
+  be_.matmul_backward(dl_bt4c_, gv(P::fcprojw, l), gv(P::fcprojb, l), dfcproj, a.fch_gelu, pv(P::fcprojw, l));
+  lora_backward(entry(int(P::fcprojw), l), dfcproj, a.fch_gelu, dl_bt4c_);
   be_.gelu_backward(dl_bt4c_, a.fch, dl_bt4c_);
   be_.matmul_backward(dl_btc_, gv(P::fcw, l), gv(P::fcb, l), dl_bt4c_, a.ln2, pv(P::fcw, l));
+  lora_backward(entry(int(P::fcw), l), dl_bt4c_, a.ln2, dl_btc_);
   be_.layernorm_backward(dresidual_, gv(P::ln2w, l), gv(P::ln2b, l), dl_btc_, a.residual2, pv(P::ln2w, l), a.ln2_mean,
                          a.ln2_rstd);
-  be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l),
-                      dropped_grad(dl_bt4c_, cfg_.resid_pdrop, site + 1), a.atty, pv(P::attprojw, l));
+  const TensorView dattproj = dropped_grad(dl_bt4c_, cfg_.resid_pdrop, site + 1);
+  be_.matmul_backward(dl_btc_, gv(P::attprojw, l), gv(P::attprojb, l), dattproj, a.atty, pv(P::attprojw, l));
+  lora_backward(entry(int(P::attprojw), l), dattproj, a.atty, dl_btc_);
   be_.attention_backward(dl_bt3c_, dl_btc_, a.qkv, a.atty, a.lse, NH, drop(cfg_.attn_pdrop, site), {}, positions());
   be_.matmul_backward(dl_btc_, gv(P::qkvw, l), gv(P::qkvb, l), dl_bt3c_, a.ln1, pv(P::qkvw, l));
+  lora_backward(entry(int(P::qkvw), l), dl_bt3c_, a.ln1, dl_btc_);
   be_.layernorm_backward(dresidual_, gv(P::ln1w, l), gv(P::ln1b, l), dl_btc_, residual, pv(P::ln1w, l), a.ln1_mean,
                          a.ln1_rstd);
 }
 
 void GPT2::embed_backward() {
-  be_.dropout(dresidual_, drop(cfg_.embd_pdrop, kEmbedSite));  // its last use: masked in place
-  be_.encoder_backward(gv(GPT2Param::wte), gv(GPT2Param::wpe), dresidual_, tokens(), positions());
+  if (!frozen()) {                                               // frozen weights: nothing below the first layer learns
+    be_.dropout(dresidual_, drop(cfg_.embd_pdrop, kEmbedSite));  // its last use: masked in place
+    be_.encoder_backward(gv(GPT2Param::wte), gv(GPT2Param::wpe), dresidual_, tokens(), positions());
+  }
   close_grads(0);
 }
 

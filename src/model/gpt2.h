@@ -36,9 +36,6 @@ class GPT2 final : public Transformer {
   using Transformer::activation_bytes;
 
   const GPT2Config& config() const { return cfg_; }
-  void set_dropout_rows(uint64_t seed, int64_t first_sample) override {
-    drop_seed_ = seed, drop_first_ = first_sample, drop_on_ = true;
-  }
   std::string arch() const override { return "gpt2"; }
   std::string describe() const override;
   // Writes unit u's initial f32 parameters into dst[unit_count(u)] (what init_weights
@@ -75,16 +72,11 @@ class GPT2 final : public Transformer {
   // Dropout at `site` (layer l: 4l+0 attention, 4l+1 attention projection, 4l+2 MLP
   // projection; the embeddings kEmbedSite), inactive outside training or at p = 0.
   static constexpr uint64_t kEmbedSite = uint64_t(1) << 32;
-  DropoutSpec drop(float p, uint64_t site) const {
-    return drop_on_ && !evaluating() ? make_dropout(p, drop_seed_, site, drop_first_) : DropoutSpec{};
-  }
+  DropoutSpec drop(float p, uint64_t site) const { return dropout_at(p, site); }
   // dout of a projection whose output was dropped: dresidual_ through the same mask, in `into`.
   TensorView dropped_grad(TensorView into, float p, uint64_t site);
 
   GPT2Config cfg_;
-  uint64_t drop_seed_ = 0;
-  int64_t drop_first_ = 0;
-  bool drop_on_ = false;
   TensorView lnf_, lnf_mean_, lnf_rstd_;
   TensorView dresidual_, dl_btc_, dl_bt3c_, dl_bt4c_;
   std::vector<LayerActs> layers_;

@@ -177,21 +177,26 @@ void Llama::layer_forward(int l, TensorView residual, TensorView out, bool recom
   const TensorView qkv_bias = cfg_.qkv_bias ? pv(P::bq, l, Wf) : TensorView{};
   if (cfg_.qk_norm) {  // q and k RMS-normalised before the rotation (per head, or whole)
     be_.matmul_forward(a.qkv_raw, h1, pv(P::wq, l, Wf), qkv_bias);
+    lora_forward(entry(int(P::wq), l), a.qkv_raw, h1);
     be_.qk_rmsnorm_forward(a.qkv, a.rstd_qk, a.qkv_raw, pv(P::q_norm, l, qk_norm_weights()), NH, NKV, d, cfg_.rms_eps,
                            cfg_.qk_norm_spec());
   } else {
     be_.matmul_forward(a.qkv, h1, pv(P::wq, l, Wf), qkv_bias);
+    lora_forward(entry(int(P::wq), l), a.qkv, h1);
   }
   be_.rope(a.qkv, 0, NH + NKV, d, cfg_.layer_rope(l), false, positions());  // q and k heads are adjacent
   if (NKV != NH) be_.gqa_expand(a.packed, a.qkv, NH, NKV, d);
   be_.attention_forward(a.atty, a.lse, a.packed, NH, {}, cfg_.layer_attention(l), positions());
   be_.matmul_forward(a.attproj, a.atty, pv(P::wo, l), cfg_.o_bias ? pv(P::bo, l) : TensorView{});
+  lora_forward(entry(int(P::wo), l), a.attproj, a.atty);
   add_sublayer(a.residual2, residual, a.attproj, a.prstd1, P::post_attn_norm, l);
   const TensorView h2 = pre_norm(a.norm2, a.rstd2, a.residual2, P::mlp_norm, l);
   be_.matmul_forward(a.gate_up, h2, pv(P::w_gate, l, 2 * int64_t(cfg_.intermediate)), {});
+  lora_forward(entry(int(P::w_gate), l), a.gate_up, h2);
   be_.swiglu_forward(a.act, a.gate_up, cfg_.mlp_act);
   if (recompute && cfg_.norms == NormPlacement::pre) return;
   be_.matmul_forward(a.down, a.act, pv(P::w_down, l), {});
+  lora_forward(entry(int(P::w_down), l), a.down, a.act);
   if (recompute)  // the post-norm's statistics, for its backward
     return be_.rmsnorm_forward(dpost_, a.prstd2, a.down, pv(P::post_mlp_norm, l), cfg_.rms_eps, cfg_.norm_offset);
   add_sublayer(out, a.residual2, a.down, a.prstd2, P::post_mlp_norm, l);
@@ -239,11 +244,14 @@ void Llama::layer_backward(int l, TensorView residual) {
   const bool pre = cfg_.norms != NormPlacement::post;
   const TensorView ddown = sublayer_grad(a.down, a.prstd2, P::post_mlp_norm, l);
   be_.matmul_backward(dact_, gv(P::w_down, l), {}, ddown, a.act, pv(P::w_down, l));
+  lora_backward(entry(int(P::w_down), l), ddown, a.act, dact_);
   be_.swiglu_backward(dgu_, a.gate_up, dact_, cfg_.mlp_act);
   be_.matmul_backward(dbtc_, gv(P::w_gate, l, I2), {}, dgu_, pre ? a.norm2 : a.residual2, pv(P::w_gate, l, I2));
+  lora_backward(entry(int(P::w_gate), l), dgu_, pre ? a.norm2 : a.residual2, dbtc_);
   add_input_grad(dbtc_, a.residual2, a.rstd2, P::mlp_norm, l);
   const TensorView dattproj = sublayer_grad(a.attproj, a.prstd1, P::post_attn_norm, l);
   be_.matmul_backward(datty_, gv(P::wo, l), cfg_.o_bias ? gv(P::bo, l) : TensorView{}, dattproj, a.atty, pv(P::wo, l));
+  lora_backward(entry(int(P::wo), l), dattproj, a.atty, datty_);
   be_.attention_backward(dpacked_, datty_, a.packed, a.atty, a.lse, NH, {}, cfg_.layer_attention(l), positions());
   if (NKV != NH) be_.gqa_reduce(dfused_, dpacked_, NH, NKV, d);
   be_.rope(dfused_, 0, NH + NKV, d, cfg_.layer_rope(l), true, positions());
@@ -252,13 +260,16 @@ void Llama::layer_backward(int l, TensorView residual) {
                             pv(P::q_norm, l, qk_norm_weights()), a.rstd_qk, NH, NKV, d, cfg_.qk_norm_spec());
   be_.matmul_backward(dbtc_, gv(P::wq, l, Wf), cfg_.qkv_bias ? gv(P::bq, l, Wf) : TensorView{}, dfused_,
                       pre ? a.norm1 : residual, pv(P::wq, l, Wf));
+  lora_backward(entry(int(P::wq), l), dfused_, pre ? a.norm1 : residual, dbtc_);
   add_input_grad(dbtc_, residual, a.rstd1, P::attn_norm, l);
 }
 
 void Llama::embed_backward() {
   if (!cfg_.tied) open_grads(0);  // tied: open since the head's backward
-  if (cfg_.embed_scale) be_.scale(dresidual_, embed_scale());
-  be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens());
+  if (!frozen()) {                // frozen weights: nothing below the first layer learns
+    if (cfg_.embed_scale) be_.scale(dresidual_, embed_scale());
+    be_.encoder_backward(gv(P::embed), {}, dresidual_, tokens());
+  }
   close_grads(0);
 }
 

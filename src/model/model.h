@@ -24,6 +24,9 @@ struct ModelStorage {
   // backward. `offload` keeps the checkpoints in host RAM (null: on the device).
   bool checkpoint = false;
   ActivationStore* offload = nullptr;
+  // The weights are not trained (the base under low-rank adapters): no gradient of a matrix
+  // is made and the embedding's backward is skipped; `grads` must be false.
+  bool frozen = false;
 };
 
 class Model : public UnitModel {

@@ -15,40 +15,31 @@ Transformer::Transformer(Backend& backend, TransformerDims dims, std::vector<Par
       storage_(storage),
       dims_(dims),
       hooks_(hooks),
-      specs_(std::move(specs)) {
+      params_(backend, std::move(specs), dims.layers + 2, compute_dtype,
+              {storage.params, storage.master, storage.grads}, "params") {
   STRATA_CHECK(B_ > 0 && T_ > 0, "micro-batch " + std::to_string(B_) + " × sequence " + std::to_string(T_),
                "both must be positive");
   STRATA_CHECK(
       T_ <= dims_.max_seq,
       "sequence length " + std::to_string(T_) + " exceeds the model's context " + std::to_string(dims_.max_seq),
       std::string("lower --seq-len or raise ") + dims_.context_key + " in the model config");
-  STRATA_CHECK(hooks_ || (storage_.params && storage_.grads), "a model without its own parameter or gradient buffers",
-               "pass the UnitHooks that provide them");
+  STRATA_CHECK(hooks_ || (storage_.params && (storage_.grads || storage_.frozen)),
+               "a model without its own parameter or gradient buffers", "pass the UnitHooks that provide them");
+  STRATA_CHECK(!storage_.frozen || (storage_.params && !storage_.grads), "frozen weights with gradient buffers",
+               "a frozen model keeps its parameters and no gradients");
+  if (storage_.frozen) {  // the largest unit's vectors, widened views included
+    std::vector<int64_t> vectors(size_t(num_units()), 0);
+    for (const ParamSpec& p : params_.specs())
+      if (p.shape.rank == 1) vectors[size_t(p.unit)] += p.shape.numel();
+    frozen_sink_ = be_.allocate(size_t(*std::max_element(vectors.begin(), vectors.end())) * 4 + 4, "frozen:grad_sink");
+  }
   entry_.assign(size_t(kinds), std::vector<int>(size_t(std::max(dims_.layers, 1)), -1));
-  unit_begin_.assign(size_t(num_units()) + 1, 0);
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    const ParamSpec& s = specs_[i];
-    offsets_.push_back(num_params_);
+  for (size_t i = 0; i < params_.specs().size(); ++i) {
+    const ParamSpec& s = params_.specs()[i];
     entry_[size_t(s.kind)][size_t(s.layer)] = int(i);
-    num_params_ += s.shape.numel();
-    unit_begin_[size_t(s.unit) + 1] = num_params_;
-  }
-  const size_t n = size_t(num_params_);
-  param_base_.assign(size_t(num_units()), nullptr);
-  grad_base_.assign(size_t(num_units()), nullptr);
-  if (storage_.params) {
-    if (owns_master()) master_ = be_.allocate(n * 4, "params:master_f32");
-    if (dtype_ != DType::f32) compute_ = be_.allocate(n * dtype_size(dtype_), "params:compute");
-    char* base = static_cast<char*>(dtype_ == DType::f32 ? master_.data() : compute_.data());
-    for (int u = 0; u < num_units(); ++u) param_base_[size_t(u)] = base + size_t(unit_begin(u)) * dtype_size(dtype_);
-  }
-  if (storage_.grads) {
-    grads_ = be_.allocate(n * 4, "grads:f32");
-    for (int u = 0; u < num_units(); ++u) grad_base_[size_t(u)] = grads_.as<float>() + unit_begin(u);
   }
   tokens_.reserve(size_t(B_) * size_t(T_));
   positions_.reserve(size_t(B_) * size_t(T_));
-  zero_grad();
 }
 
 Buffer& Transformer::allocate_activations(size_t bytes) {
@@ -56,63 +47,15 @@ Buffer& Transformer::allocate_activations(size_t bytes) {
   return act_;
 }
 
-TensorView Transformer::master(int i) const {
-  return master_.view(DType::f32, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * 4);
-}
-TensorView Transformer::grad(int i) const {
-  return grads_.view(DType::f32, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * 4);
-}
-TensorView Transformer::param(int i) const {
-  if (dtype_ == DType::f32) return master(i);
-  return compute_.view(dtype_, specs_[size_t(i)].shape, size_t(offsets_[size_t(i)]) * dtype_size(dtype_));
-}
-TensorView Transformer::master_flat() const { return master_.view(DType::f32, {num_params_}); }
-TensorView Transformer::grad_flat() const { return grads_.view(DType::f32, {num_params_}); }
-TensorView Transformer::compute_flat() const {
-  return dtype_ == DType::f32 ? TensorView{} : compute_.view(dtype_, {num_params_});
-}
-
-// Spec i inside its unit's block at `base` (elements of `dtype`); rows > 0 widens it.
-static TensorView unit_view(void* base, const ParamSpec& s, int64_t offset_in_unit, DType dtype, int64_t rows,
-                            const char* what) {
-  STRATA_CHECK(base, std::string(what) + " of unit " + std::to_string(s.unit) + " used before the engine provided them",
-               "this is a bug in the engine's hooks");
-  Shape shape = s.shape;
-  if (rows > 0) shape.dims[0] = rows;
-  return {static_cast<char*>(base) + size_t(offset_in_unit) * dtype_size(dtype), dtype, shape, Tier::device};
-}
-
-TensorView Transformer::param_view(int i, int64_t rows) const {
-  const ParamSpec& s = specs_[size_t(i)];
-  return unit_view(param_base_[size_t(s.unit)], s, offsets_[size_t(i)] - unit_begin(s.unit), dtype_, rows,
-                   "parameters");
-}
-
-TensorView Transformer::grad_view(int i, int64_t rows) const {
-  const ParamSpec& s = specs_[size_t(i)];
-  return unit_view(grad_base_[size_t(s.unit)], s, offsets_[size_t(i)] - unit_begin(s.unit), DType::f32, rows,
-                   "gradients");
-}
-
 void Transformer::init_weights(uint64_t seed) {
   STRATA_CHECK(owns_master(), "init_weights on a model without its own master parameters",
                "the ZeRO engine initialises partitioned parameters with init_unit");
-  std::vector<float> unit;  // each unit made on the host, then uploaded
-  for (int u = 0; u < num_units(); ++u) {
-    unit.resize(size_t(unit_count(u)));
-    init_unit(u, seed, unit.data());
-    be_.upload(master_.as<float>() + unit_begin(u), unit.data(), unit.size() * 4);
-  }
-  sync_compute_params();
+  params_.init([&](int u, float* dst) { init_unit(u, seed, dst); });
 }
 
-void Transformer::sync_compute_params() {
-  if (dtype_ != DType::f32 && owns_master()) be_.cast(compute_.view(dtype_, {num_params_}), master_flat());
-}
+void Transformer::sync_compute_params() { params_.sync_compute(); }
 
-void Transformer::zero_grad() {
-  if (storage_.grads) be_.fill_zero(grads_.data(), grads_.bytes(), be_.compute_stream());
-}
+void Transformer::zero_grad() { params_.zero_grad(); }
 
 TensorView Transformer::forward_output(int l) {
   if (!storage_.checkpoint) return layer_output(l);

@@ -12,12 +12,16 @@
 // (init_unit) and the arena layout of its activations.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "kernels/math/dropout_math.h"
+#include "model/lora_adapters.h"
 #include "model/model.h"
+#include "model/unit_params.h"
 
 namespace strata {
 
@@ -36,36 +40,46 @@ class Transformer : public Model {
   int micro_batch() const { return B_; }
   int seq_len() const { return T_; }
   DType compute_dtype() const { return dtype_; }
-  const std::vector<ParamSpec>& param_specs() const override { return specs_; }
-  int64_t num_params() const override { return num_params_; }
-  int64_t param_offset(int i) const override { return offsets_[size_t(i)]; }
+  const std::vector<ParamSpec>& param_specs() const override { return params_.specs(); }
+  int64_t num_params() const override { return params_.num_params(); }
+  int64_t param_offset(int i) const override { return params_.offset(i); }
 
   int num_units() const override { return dims_.layers + 2; }
-  int64_t unit_begin(int u) const override { return unit_begin_[size_t(u)]; }
-  int64_t unit_count(int u) const override { return unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]; }
-  void set_unit_params(int u, void* base) override { param_base_[size_t(u)] = base; }
-  void set_unit_grads(int u, float* base) override { grad_base_[size_t(u)] = base; }
-  bool owns_params() const override { return storage_.params; }
-  bool owns_master() const override { return storage_.params && (storage_.master || dtype_ == DType::f32); }
-  bool owns_grads() const { return storage_.grads; }
+  int64_t unit_begin(int u) const override { return params_.unit_begin(u); }
+  int64_t unit_count(int u) const override { return params_.unit_count(u); }
+  void set_unit_params(int u, void* base) override { params_.set_unit_params(u, base); }
+  void set_unit_grads(int u, float* base) override { params_.set_unit_grads(u, base); }
+  bool owns_params() const override { return params_.owns_params(); }
+  bool owns_master() const override { return params_.owns_master(); }
+  bool owns_grads() const { return params_.owns_grads(); }
 
   // Views of parameter i (index into param_specs()) in the model's own master (f32),
   // compute and gradient buffers; valid when the model owns them.
-  TensorView master(int i) const;
-  TensorView param(int i) const;
-  TensorView grad(int i) const;
-  TensorView master_flat() const override;
-  TensorView grad_flat() const override;
+  TensorView master(int i) const { return params_.master(i); }
+  TensorView param(int i) const { return params_.param(i); }
+  TensorView grad(int i) const { return params_.grad(i); }
+  TensorView master_flat() const override { return params_.master_flat(); }
+  TensorView grad_flat() const override { return params_.grad_flat(); }
   // The compute-dtype copy (16-bit runs); empty in f32 runs, where compute = master.
-  TensorView compute_flat() const override;
+  TensorView compute_flat() const override { return params_.compute_flat(); }
   // Each unit made on the host by init_unit, then uploaded; the compute copy follows.
   void init_weights(uint64_t seed) override;
   // Copies master weights into the compute dtype (after every optimizer step).
   void sync_compute_params() override;
   void zero_grad() override;
-  size_t param_bytes() const override { return master_.bytes() + compute_.bytes(); }
+  size_t param_bytes() const override { return params_.param_bytes(); }
   size_t activation_bytes() const { return act_.bytes(); }
-  size_t grad_bytes() const { return grads_.bytes(); }
+  size_t grad_bytes() const { return params_.grad_bytes(); }
+
+  void set_dropout_rows(uint64_t seed, int64_t first_sample) override {
+    drop_seed_ = seed, drop_first_ = first_sample, drop_on_ = true;
+  }
+  // Low-rank adapters on the linear layers `targets` name (lora.h), trained while these
+  // weights stay frozen (ModelStorage::frozen). `own`: whether the adapters keep their own
+  // parameters and gradients, or a ZeRO engine attached to lora() provides them.
+  void attach_lora(std::vector<LoraTarget> targets, const LoraConfig& config, UnitParams::Own own);
+  LoraAdapters* lora() const { return lora_.get(); }
+  bool frozen() const { return storage_.frozen; }
 
   // Forward to f32 logits [B, T, padded vocab]; tokens (and positions, when given) have B·T
   // entries.
@@ -100,8 +114,21 @@ class Transformer : public Model {
   Buffer& allocate_activations(size_t bytes);
   // Spec i's parameters (compute dtype) and gradients (f32) through its unit's base; rows > 0
   // widens the view to that many rows (adjacent tensors of one width, run as one matmul).
-  TensorView param_view(int i, int64_t rows = 0) const;
+  TensorView param_view(int i, int64_t rows = 0) const { return params_.param_view(i, rows); }
+  // Frozen weights: a matrix has no gradient (empty), and a vector's (norm gains, biases)
+  // goes to a scratch the backward may add into and nothing reads.
   TensorView grad_view(int i, int64_t rows = 0) const;
+  // Dropout at `site` with probability p, drawn from the rows set_dropout_rows named;
+  // inactive outside training or at p = 0.
+  DropoutSpec dropout_at(float p, uint64_t site) const {
+    return drop_on_ && !evaluating() ? make_dropout(p, drop_seed_, site, drop_first_) : DropoutSpec{};
+  }
+  // The adapters of the targets inside the matmul whose rows start at table index `head`
+  // (its fused rows: wq's q|k|v), on `inp` [.., in] into `out` [.., rows]: added after the base
+  // matmul_forward; in backward, after the base matmul_backward wrote dinp, their weights'
+  // gradients and their share of dinp.
+  void lora_forward(int head, TensorView out, TensorView inp);
+  void lora_backward(int head, TensorView dout, TensorView inp, TensorView dinp);
   int entry(int kind, int layer) const { return entry_[size_t(kind)][size_t(layer)]; }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   // The micro-batch's packed-row positions (empty: one record per row), for the ops that take them.
@@ -137,14 +164,14 @@ class Transformer : public Model {
 
   TransformerDims dims_;
   UnitHooks* hooks_;
-  std::vector<ParamSpec> specs_;
-  std::vector<int64_t> offsets_;
-  std::vector<std::vector<int>> entry_;  // [kind][layer] -> index into specs_
-  std::vector<int64_t> unit_begin_;      // num_units + 1 boundaries
-  std::vector<void*> param_base_;        // per unit
-  std::vector<float*> grad_base_;        // per unit
-  int64_t num_params_ = 0;
-  Buffer master_, compute_, grads_, act_;
+  UnitParams params_;  // the table and its memory (own, or the engine's)
+  std::unique_ptr<LoraAdapters> lora_;
+  Buffer frozen_sink_;  // frozen: where the vectors' gradients go
+  uint64_t drop_seed_ = 0;
+  int64_t drop_first_ = 0;
+  bool drop_on_ = false;
+  std::vector<std::vector<int>> entry_;  // [kind][layer] -> index into the table
+  Buffer act_;
   std::vector<int32_t> tokens_;     // the micro-batch's tokens, kept for the embedding backward
   std::vector<int32_t> positions_;  // and its packed-row positions (valid when packed_)
   bool packed_ = false, evaluating_ = false;
