@@ -172,6 +172,52 @@ for name, got in (("packed", sys.argv[3]), ("one per row", sys.argv[4])):
 PY
         fail "$py: the evaluation loss differs from transformers'"
     done ;;
+  lora)
+    # Low-rank adapters over frozen weights (a tiny Llama saved by transformers): the first
+    # loss is the base model's (B starts at zero) and the loss falls; the same losses at stages
+    # 0-2 on 1 and 2 ranks (the adapters' optimizer offloaded too), across a resume, and from a
+    # config's lora block; GPT-2 with its default target; the errors.
+    fx="$src/tests/fixtures/hf-families/llama2"
+    run=(train --model "$fx" --data "$fx/train.jsonl" --seq-len 16 --steps 6 --lora-rank 4 --lora-targets all-linear
+         --lr 1e-2 --warmup 0 --lr-decay constant --weight-decay 0 --beta2 0.999 --grad-clip 0 --log-every 1)
+    "$bin" "${run[@]}" --micro-batch 2 --out "$tmp/one" 2>"$tmp/err" || fail "train: $(cat "$tmp/err")"
+    grep -q "strata: LoRA: rank 4, alpha 8, dropout 0 on all-linear; 0.0040M trainable" "$tmp/err" ||
+      fail "no LoRA line: $(cat "$tmp/err")"
+    /usr/bin/python3 - "$fx/train.json" "$tmp/one/metrics.jsonl" <<'PY' || fail "the first loss is not the base model's, or the loss does not fall"
+import json, sys
+base = json.load(open(sys.argv[1]))["losses"][0]
+got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
+print(f"first {got[0]:.8f} (base {base:.8f}), last {got[-1]:.6f}")
+sys.exit(0 if abs(got[0] - base) < 1e-6 * base and got[-1] < got[0] - 0.02 else 1)
+PY
+    close() { paste -d' ' <(log_lines "$1") <(log_lines "$2") | awk '
+      { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
+        if (d > 1e-6 * (a < 0 ? -a : a) + 1e-9) exit 1 } }'; }
+    for args in "2 --zero-stage 1" "2 --zero-stage 2" "2 --zero-stage 1 --offload-optimizer cpu"; do
+      mpi ${args%% *} "$bin" "${run[@]}" --micro-batch 1 ${args#* } --out "$tmp/r" >/dev/null 2>"$tmp/err" ||
+        fail "$args: $(tail -3 "$tmp/err")"
+      close "$tmp/one" "$tmp/r" || fail "$args: $(log_lines "$tmp/r") against 1 rank: $(log_lines "$tmp/one")"
+      rm -rf "$tmp/r"
+    done
+    "$bin" "${run[@]}" --micro-batch 2 --steps 3 --save-every 3 --out "$tmp/res" >/dev/null 2>&1 || fail "first half"
+    "$bin" "${run[@]}" --micro-batch 2 --save-every 3 --resume --out "$tmp/res" >/dev/null 2>"$tmp/err" ||
+      fail "resume: $(cat "$tmp/err")"
+    [[ "$(log_lines "$tmp/one")" == "$(log_lines "$tmp/res")" ]] || fail "resumed: $(log_lines "$tmp/res")"
+    expect_error 1 "holds adapters" -- "${run[@]}" --lora-rank 8 --micro-batch 2 --steps 9 --resume --out "$tmp/res"
+    expect_error 1 "holds low-rank adapters" -- export "$tmp/res" --out "$tmp/x.safetensors"
+    printf '{"train_micro_batch_size_per_gpu": 2, "lora": {"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}}' >"$tmp/ds.json"
+    "$bin" train --config "$tmp/ds.json" --model "$fx" --data "$fx/train.jsonl" --seq-len 16 --steps 6 --lr 1e-2 \
+      --warmup 0 --lr-decay constant --log-every 1 --out "$tmp/ds" >/dev/null 2>"$tmp/err" || fail "--config: $(cat "$tmp/err")"
+    close "$tmp/one" "$tmp/ds" || fail "--config: $(log_lines "$tmp/ds")"
+    "$bin" "${run[@]}" --micro-batch 2 --precision bf16 --steps 2 --out "$tmp/bf16" >/dev/null 2>"$tmp/err" ||
+      fail "bf16: $(cat "$tmp/err")"
+    g="$src/tests/fixtures/hf-families/gpt2"
+    "$bin" train --model "$g" --data "$g/train.jsonl" --seq-len 16 --steps 2 --lora-rank 2 --out "$tmp/gpt2" 2>"$tmp/err" ||
+      fail "GPT-2: $(cat "$tmp/err")"
+    grep -q "on the family's default modules" "$tmp/err" || fail "GPT-2: $(cat "$tmp/err")"
+    expect_error 1 "has no module 'query_key_value'" -- "${run[@]}" --lora-targets q_proj,query_key_value --out "$tmp/bad"
+    expect_error 2 "\-\-lora-rank with \-\-zero-stage 3" -- "${run[@]}" --zero-stage 3 --out "$tmp/bad"
+    echo "ok: $(log_lines "$tmp/one" | tail -1)" ;;
   plot)
     # strata plot: a finished run with validation and offload, a run still writing (its last
     # line cut short), and the errors.

@@ -56,6 +56,10 @@ int export_main(int argc, char** argv) {
     dir = newest;
   }
   CheckpointReader ck(dir, nullptr);
+  STRATA_CHECK(!ck.manifest().run.contains("lora"),
+               "checkpoint '" + dir + "' holds low-rank adapters (--lora-rank), not a whole model",
+               "writing adapters as PEFT's adapter_model.safetensors is not available yet; the checkpoint resumes "
+               "with --resume");
   const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
   export_hf(spec, ck.source(0), out, parse_dtype(dtype), max_shard);

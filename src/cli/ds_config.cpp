@@ -81,6 +81,7 @@ class Translation {
   void zero_optimization(Block& top);
   void aio(Block& top);
   void activation_checkpointing(Block& top);
+  void lora(Block& top);
   void stage3_offload();
 
  private:
@@ -421,6 +422,34 @@ void Translation::activation_checkpointing(Block& top) {
   }
 }
 
+// lora: Strata's own block (DeepSpeed has none), with PEFT's LoraConfig names: r,
+// lora_alpha, lora_dropout, target_modules (a list or one string), init_lora_weights
+// (true or "gaussian").
+void Translation::lora(Block& top) {
+  const json* v = top.get("lora");
+  if (!v) return;
+  Block b(*v, "lora", path_, notes_);
+  map_key(b, "r", "lora-rank", Kind::integer);
+  map_key(b, "lora_alpha", "lora-alpha", Kind::number);
+  map_key(b, "lora_dropout", "lora-dropout", Kind::number);
+  if (const json* e = b.get("target_modules")) {
+    std::string names;
+    if (e->is_array()) {
+      for (const json& n : *e) names += (names.empty() ? "" : ",") + b.string("target_modules", n);
+    } else {
+      names = b.string("target_modules", *e);
+    }
+    set("lora-targets", names, b.from("target_modules"));
+  }
+  if (const json* e = b.get("init_lora_weights")) {
+    STRATA_CHECK(yes(*e) || *e == "gaussian",
+                 "config '" + path_ + "': " + b.from("init_lora_weights") + " = " + e->dump() + " is not supported",
+                 "use true (PEFT's default) or \"gaussian\"");
+    set("lora-init", yes(*e) ? "default" : "gaussian", b.from("init_lora_weights"));
+  }
+  b.finish();
+}
+
 // DeepSpeed applies offload_param at stage 3 only and ignores it below; at stage 3 the
 // optimizer goes with the parameters it updates.
 void Translation::stage3_offload() {
@@ -477,6 +506,7 @@ std::vector<ConfigSetting> translate_ds_config_text(const std::string& text, con
   t.zero_optimization(top);
   t.aio(top);
   t.activation_checkpointing(top);
+  t.lora(top);
   top.finish();
   t.stage3_offload();
   std::vector<ConfigSetting>& out = t.settings();

@@ -15,6 +15,7 @@ size_t model_device_bytes(const ModelSpec& spec, int micro_batch, int seq_len, D
   if (storage.params && (storage.master || dtype == DType::f32)) bytes += n * 4;  // params:master_f32
   if (storage.params && dtype != DType::f32) bytes += n * dtype_size(dtype);      // params:compute
   if (storage.grads) bytes += n * 4;                                              // grads:f32
+  if (storage.frozen) bytes += Transformer::frozen_sink_bytes(unit_layout(spec), spec.n_layer() + 2);
   const bool offload = storage.offload != nullptr;
   return bytes + (spec.family->model_class() == ModelClass::decoder
                       ? Llama::activation_bytes(spec.llama, micro_batch, seq_len, dtype, storage.checkpoint, offload)

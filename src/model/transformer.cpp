@@ -27,12 +27,7 @@ Transformer::Transformer(Backend& backend, TransformerDims dims, std::vector<Par
                "a model without its own parameter or gradient buffers", "pass the UnitHooks that provide them");
   STRATA_CHECK(!storage_.frozen || (storage_.params && !storage_.grads), "frozen weights with gradient buffers",
                "a frozen model keeps its parameters and no gradients");
-  if (storage_.frozen) {  // the largest unit's vectors, widened views included
-    std::vector<int64_t> vectors(size_t(num_units()), 0);
-    for (const ParamSpec& p : params_.specs())
-      if (p.shape.rank == 1) vectors[size_t(p.unit)] += p.shape.numel();
-    frozen_sink_ = be_.allocate(size_t(*std::max_element(vectors.begin(), vectors.end())) * 4 + 4, "frozen:grad_sink");
-  }
+  if (storage_.frozen) frozen_sink_ = be_.allocate(frozen_sink_bytes(params_.specs(), num_units()), "frozen:grad_sink");
   entry_.assign(size_t(kinds), std::vector<int>(size_t(std::max(dims_.layers, 1)), -1));
   for (size_t i = 0; i < params_.specs().size(); ++i) {
     const ParamSpec& s = params_.specs()[i];
@@ -40,6 +35,13 @@ Transformer::Transformer(Backend& backend, TransformerDims dims, std::vector<Par
   }
   tokens_.reserve(size_t(B_) * size_t(T_));
   positions_.reserve(size_t(B_) * size_t(T_));
+}
+
+size_t Transformer::frozen_sink_bytes(const std::vector<ParamSpec>& layout, int units) {
+  std::vector<int64_t> vectors(size_t(units), 0);  // the largest unit's vectors, widened views included
+  for (const ParamSpec& p : layout)
+    if (p.shape.rank == 1) vectors[size_t(p.unit)] += p.shape.numel();
+  return size_t(*std::max_element(vectors.begin(), vectors.end())) * 4 + 4;
 }
 
 Buffer& Transformer::allocate_activations(size_t bytes) {

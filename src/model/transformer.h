@@ -78,6 +78,8 @@ class Transformer : public Model {
   // weights stay frozen (ModelStorage::frozen). `own`: whether the adapters keep their own
   // parameters and gradients, or a ZeRO engine attached to lora() provides them.
   void attach_lora(std::vector<LoraTarget> targets, const LoraConfig& config, UnitParams::Own own);
+  // The scratch a frozen model's vector gradients go to (what the constructor allocates).
+  static size_t frozen_sink_bytes(const std::vector<ParamSpec>& layout, int units);
   LoraAdapters* lora() const { return lora_.get(); }
   bool frozen() const { return storage_.frozen; }
 

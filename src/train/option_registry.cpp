@@ -280,6 +280,21 @@ std::vector<TrainOption> make_options() {
                       {device_choice_name(DeviceChoice::cpu), DeviceChoice::cpu},
                       {device_choice_name(DeviceChoice::cuda), DeviceChoice::cuda}}));
   v.push_back(bytes("device-mem", &O::device_mem, "device memory budget, e.g. 8GiB", 1));
+  v.push_back(integer("lora-rank", &O::lora_rank,
+                      "low-rank adapters of this rank on the --lora-targets, the model's own weights frozen (0: train "
+                      "every weight)",
+                      0, 65536, false, "lora.r"));
+  v.push_back(real("lora-alpha", &O::lora_alpha, "the adapters' scale is alpha / rank (PEFT's lora_alpha)", positive,
+                   "must be positive", "lora.lora_alpha"));
+  v.push_back(real("lora-dropout", &O::lora_dropout, "dropout on the adapters' input (PEFT's lora_dropout)", held_out,
+                   "must be in [0, 1)", "lora.lora_dropout"));
+  v.push_back(text("lora-targets", &O::lora_targets,
+                   "comma-separated module names the adapters go on (q_proj, ..., down_proj; GPT-2's c_attn, c_proj, "
+                   "c_fc), or all-linear (default: the family's PEFT default, q_proj,v_proj for Llama)",
+                   {}, "lora.target_modules"));
+  v.push_back(choice("lora-init", &O::lora_init,
+                     "how A starts (B starts at zero): default (PEFT's Kaiming-uniform) | gaussian (N(0, 1/r))",
+                     {{"default", LoraInit::kaiming}, {"gaussian", LoraInit::gaussian}}, "lora.init_lora_weights"));
   v.push_back(integer("zero-stage", &O::zero_stage,
                       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under "
                       "mpirun)",
@@ -441,11 +456,29 @@ void validate_options(const TrainOptions& o) {
   STRATA_CHECK(o.offload_activations == OffloadTier::none || o.activation_checkpointing,
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
+  STRATA_CHECK(!o.lora() || (o.zero_stage < 3 && o.offload_param == OffloadTier::none),
+               "--lora-rank with " + std::string(o.zero_stage == 3 ? "--zero-stage 3" : "--offload-param"),
+               "adapters train over weights every rank holds whole: use --zero-stage 0, 1 or 2 (the adapters' "
+               "optimizer states and gradients are partitioned, and may be offloaded)");
   STRATA_CHECK(
       o.eval_data.empty() || o.eval_fraction == 0, "--eval-data with --eval-fraction",
       "validate on a file of its own (--eval-data) or on a held-out part of --data (--eval-fraction), not both");
   STRATA_CHECK(o.eval_enabled() || (o.eval_every == 0 && o.eval_batches == 0),
                "--eval-every or --eval-batches without validation data", "add --eval-data FILE or --eval-fraction F");
+}
+
+LoraConfig LoraOptions::lora_config() const {
+  LoraConfig c;
+  c.rank = lora_rank, c.alpha = lora_alpha, c.dropout = lora_dropout, c.init = lora_init;
+  for (size_t at = 0; at < lora_targets.size();) {
+    const size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
+    std::string name = lora_targets.substr(at, comma - at);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    if (!name.empty()) c.targets.push_back(name);
+    at = comma + 1;
+  }
+  return c;
 }
 
 std::string option_value(const TrainOptions& o, std::string_view name) {

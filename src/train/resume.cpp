@@ -80,6 +80,23 @@ ResumePoint find_resume_point(const TrainOptions& opts, Communicator* comm, cons
                "checkpoint '" + dir + "' was trained with --seed " + std::to_string(m.seed) + ", this run has " +
                    std::to_string(opts.seed),
                "the data order follows the seed: resume with --seed " + std::to_string(m.seed));
+  // Low-rank adapters: the checkpoint's table is this run's only with the same adapters.
+  const nlohmann::json saved_lora = m.run.contains("lora") ? m.run["lora"] : nlohmann::json();
+  const LoraConfig lora = opts.lora_config();
+  const nlohmann::json now_lora = opts.lora() ? nlohmann::json{{"rank", lora.rank},
+                                                               {"alpha", lora.alpha},
+                                                               {"dropout", lora.dropout},
+                                                               {"targets", opts.lora_targets},
+                                                               {"init", option_value(opts, "lora-init")}}
+                                              : nlohmann::json();
+  STRATA_CHECK(saved_lora.is_null() == now_lora.is_null() &&
+                   (saved_lora.is_null() ||
+                    (saved_lora["rank"] == now_lora["rank"] && saved_lora["targets"] == now_lora["targets"])),
+               "checkpoint '" + dir + "' holds " +
+                   (saved_lora.is_null() ? std::string("every weight") : "adapters " + saved_lora.dump()) +
+                   "; this run trains " +
+                   (now_lora.is_null() ? std::string("every weight") : "adapters " + now_lora.dump()),
+               "resume with the checkpoint's --lora-rank and --lora-targets (or a fresh --out)");
   if (m.step >= opts.steps) {
     if (talk)
       std::fprintf(stderr, "strata: --resume: %s is at step %lld of --steps %lld: the run is complete, nothing to do\n",

@@ -70,6 +70,16 @@ StepReporter::StepReporter(const TrainingRun& run, double tokens_per_step, Train
                      ? (", hpZ groups of " + std::to_string(run.engine_options.hpz_partition_size)).c_str()
                      : "",
                  (long long)opts.steps, tokens_per_step);
+    if (opts.lora()) {
+      const LoraConfig c = opts.lora_config();
+      const int64_t trained = run.trained_params();
+      std::fprintf(stderr,
+                   "strata: LoRA: rank %d, alpha %g, dropout %g on %s; %.4fM trainable parameters (%.3f%% of the "
+                   "model), its own weights frozen\n",
+                   c.rank, c.alpha, c.dropout,
+                   opts.lora_targets.empty() ? "the family's default modules" : opts.lora_targets.c_str(),
+                   double(trained) / 1e6, 100.0 * double(trained) / double(model.num_params()));
+    }
     if (!run.data_line.empty()) std::fprintf(stderr, "strata: data: %s\n", run.data_line.c_str());
     if (!run.eval_line.empty()) std::fprintf(stderr, "strata: validation: %s\n", run.eval_line.c_str());
     if (const zero::StateFormat& f = run.engine_options.states; f.narrow())

@@ -7,6 +7,7 @@
 
 #include "backend/device.h"
 #include "core/dtype.h"
+#include "model/lora.h"
 #include "train/lr_schedule.h"
 #include "zero/defaults.h"
 #include "zero/zero_options.h"
@@ -75,6 +76,17 @@ struct ScheduleOptions {
   LrSchedule::Decay lr_decay = LrSchedule::Decay::cosine;
   LrSchedule::Warmup warmup_type = LrSchedule::Warmup::linear;  // log: DeepSpeed's WarmupLR default
   LrSchedule lr_schedule() const { return {lr, warmup, steps, min_lr_ratio, lr_decay, warmup_type}; }
+};
+
+// Low-rank adapters (LoRA) over frozen weights, named as PEFT names them.
+struct LoraOptions {
+  int lora_rank = 0;  // 0: every weight is trained
+  double lora_alpha = 8;
+  double lora_dropout = 0;
+  std::string lora_targets;  // comma-separated module names or all-linear; "": the family's PEFT default
+  LoraInit lora_init = LoraInit::kaiming;
+  bool lora() const { return lora_rank > 0; }
+  LoraConfig lora_config() const;
 };
 
 // Data parallelism: the ZeRO stage, its buckets, stage 3's prefetching and partitions.

@@ -88,7 +88,7 @@ TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   } catch (const Error&) {
     // A failed step commits nothing: what survives is the last completed step's state.
     if (context.on_step_error) {
-      std::vector<float> committed(size_t(run.model->num_params()));
+      std::vector<float> committed(size_t(run.trained_params()));
       try {
         run.engine->quiesce();
         run.engine->gather_full_params(committed);
@@ -112,7 +112,7 @@ TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   result.speculative_redos = engine.stats().speculative_redos;
   result.speculative_discards = engine.stats().speculative_discards;
   if (context.keep_final_params) {
-    result.final_params.resize(size_t(run.model->num_params()));
+    result.final_params.resize(size_t(run.trained_params()));
     run.engine->gather_full_params(result.final_params);
   }
   report.done(result);

@@ -25,6 +25,7 @@ class IoFaults;
 struct TrainOptions : ModelOptions,
                       DataOptions,
                       EvalOptions,
+                      LoraOptions,
                       OptimizerOptions,
                       ScheduleOptions,
                       ZeroStageOptions,

@@ -8,7 +8,9 @@
 #include "comm/communicator.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "host/convert.h"
 #include "model/model_factory.h"
+#include "model/transformer.h"
 #include "train/option_registry.h"
 #include "train/resume.h"
 #include "train/train_setup.h"
@@ -40,8 +42,11 @@ TrainingRun::TrainingRun(const TrainOptions& o, const TrainContext& c)
     return;
   }
   start_step = checkpoint ? checkpoint->manifest().step : 0;
-  if (!checkpoint) check_model_weights(model_path, opts.init == "random");
-  if (hf_dir && !checkpoint && opts.init != "random") {
+  // With --lora-rank a checkpoint holds the adapters alone: the frozen weights come from the
+  // model directory again.
+  const bool weights_from_dir = !checkpoint || opts.lora();
+  if (weights_from_dir) check_model_weights(model_path, opts.init == "random");
+  if (hf_dir && weights_from_dir && opts.init != "random") {
     imported = std::make_unique<HfWeights>(model_path, spec);
     if (!quiet && !imported->note().empty()) std::fprintf(stderr, "strata: note: %s\n", imported->note().c_str());
   }
@@ -87,6 +92,7 @@ void TrainingRun::open_device() {
 // The ZeRO engine decides what the model allocates itself, and the optimizer runs inside
 // it; the model's gradients always come from the engine (in the gradient dtype it keeps).
 void TrainingRun::open_engine_and_model(io::IoFaults* nvme_faults) {
+  nvme_faults_ = nvme_faults;
   engine_options = zero::ZeroOptions(strata::engine_options(opts, spec, share, comm, host_threads));
   engine = std::make_unique<zero::ZeroEngine>(*backend, device_comm ? device_comm.get() : comm, engine_options,
                                               AdamWConfig{float(opts.beta1),
@@ -104,42 +110,109 @@ void TrainingRun::open_engine_and_model(io::IoFaults* nvme_faults) {
     activations = std::make_unique<tier::HostActivationStore>(
         *tiers, spec.n_layer(),
         size_t(opts.micro_batch) * size_t(opts.seq_len) * size_t(spec.n_embd()) * dtype_size(opts.precision));
+  if (opts.lora()) return open_lora_model();
   model = make_model(spec, *backend, opts.micro_batch, opts.seq_len, opts.precision,
                      ModelStorage{engine->model_owns_params(), false, engine->model_owns_master(opts.precision),
                                   opts.activation_checkpointing, activations.get()},
                      engine->hooks());
   // The weights: a checkpoint's master, a Hugging Face directory's, or the seed's.
   const FlatSource* init = checkpoint ? &checkpoint->source(0) : imported.get();
-  if (model->owns_master() && init) {  // read on the host a piece at a time, uploaded
-    std::vector<float> piece;
-    const int64_t n = model->num_params(), most = int64_t(1) << 22;
-    for (int64_t a = 0; a < n; a += most) {
-      piece.resize(size_t(std::min(most, n - a)));
-      init->read(a, int64_t(piece.size()), piece.data());
-      backend->upload(model->master_flat().as<float>() + a, piece.data(), piece.size() * 4);
-    }
+  if (model->owns_master() && init) {
+    upload_flat(*init, model->master_flat(), *backend);
     model->sync_compute_params();
   } else if (model->owns_master()) {
     model->init_weights(opts.seed);
   }
-  zero::ModelBuffers buffers;
-  buffers.master = model->owns_master() ? model->master_flat().as<float>() : nullptr;
-  buffers.compute = model->owns_params() ? model->compute_flat().data : nullptr;
-  buffers.compute_dtype = opts.precision;
-  for (size_t i = 0; i < model->param_specs().size(); ++i) {
-    const ParamSpec& s = model->param_specs()[i];
-    buffers.params.push_back({s.name, s.unit, model->param_offset(int(i)), s.shape.numel(), false, s.weight_decay});
-  }
-  engine->attach(*model, std::move(buffers), opts.seed, init);
+  attach_engine(*model, model->param_specs(), model->owns_master() ? model->master_flat() : TensorView{},
+                model->owns_params() ? model->compute_flat() : TensorView{}, init);
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
   if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults);
+}
+
+// A FlatSource into a device f32 array, a piece at a time through the host.
+void TrainingRun::upload_flat(const FlatSource& src, TensorView dst, Backend& be) {
+  std::vector<float> piece;
+  const int64_t n = dst.numel(), most = int64_t(1) << 22;
+  for (int64_t a = 0; a < n; a += most) {
+    piece.resize(size_t(std::min(most, n - a)));
+    src.read(a, int64_t(piece.size()), piece.data());
+    be.upload(dst.as<float>() + a, piece.data(), piece.size() * 4);
+  }
+}
+
+void TrainingRun::attach_engine(UnitModel& trained, const std::vector<ParamSpec>& specs, TensorView master,
+                                TensorView compute, const FlatSource* init) {
+  zero::ModelBuffers buffers;
+  buffers.master = master.data ? master.as<float>() : nullptr;
+  buffers.compute = compute.data;
+  buffers.compute_dtype = opts.precision;
+  int64_t offset = 0;
+  for (const ParamSpec& s : specs) {
+    buffers.params.push_back({s.name, s.unit, offset, s.shape.numel(), false, s.weight_decay});
+    offset += s.shape.numel();
+  }
+  engine->attach(trained, std::move(buffers), opts.seed, init);
+}
+
+// Low-rank adapters: the model's weights frozen in the compute dtype (a Hugging Face
+// directory's, or the seed's), every rank holding them whole; the engine trains the adapters
+// (their optimizer states and gradients partitioned as the stage says). A checkpoint holds
+// the adapters alone.
+void TrainingRun::open_lora_model() {
+  ModelStorage storage{true, false, opts.precision == DType::f32, opts.activation_checkpointing, activations.get()};
+  storage.frozen = true;
+  model = make_model(spec, *backend, opts.micro_batch, opts.seq_len, opts.precision, storage, engine->hooks());
+  auto* t = dynamic_cast<Transformer*>(model.get());
+  STRATA_CHECK(t, "low-rank adapters on a model that is not a Transformer", "this is a bug");
+  if (model->owns_master()) {  // f32: the master is what runs
+    if (imported)
+      upload_flat(*imported, model->master_flat(), *backend);
+    else
+      model->init_weights(opts.seed);
+  } else {  // 16-bit: each unit made (or read) on the host in f32, rounded once, uploaded
+    std::vector<float> unit;
+    std::vector<uint16_t> narrow;
+    const size_t esz = dtype_size(opts.precision);
+    for (int u = 0; u < model->num_units(); ++u) {
+      unit.resize(size_t(model->unit_count(u)));
+      if (imported)
+        imported->read(model->unit_begin(u), int64_t(unit.size()), unit.data());
+      else
+        model->init_unit(u, opts.seed, unit.data());
+      narrow.resize(unit.size());
+      host::convert_from_f32(narrow.data(), opts.precision, unit.data(), unit.size());
+      backend->upload(static_cast<char*>(model->compute_flat().data) + size_t(model->unit_begin(u)) * esz,
+                      narrow.data(), narrow.size() * esz);
+    }
+  }
+  const LoraConfig lora = opts.lora_config();
+  t->attach_lora(lora_targets(spec, lora), lora,
+                 {engine->model_owns_params(), engine->model_owns_master(opts.precision), false});
+  LoraAdapters& ad = *t->lora();
+  const FlatSource* init = checkpoint ? &checkpoint->source(0) : nullptr;
+  UnitParams& p = ad.params();
+  if (p.owns_master() && init) {
+    upload_flat(*init, p.master_flat(), *backend);
+    p.sync_compute();
+  } else if (p.owns_master()) {
+    p.init([&](int u, float* dst) { ad.init_unit(u, opts.seed, dst); });
+  }
+  attach_engine(ad, p.specs(), p.owns_master() ? p.master_flat() : TensorView{},
+                p.owns_params() ? p.compute_flat() : TensorView{}, init);
+  if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
+  if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults_);
+}
+
+int64_t TrainingRun::trained_params() const {
+  const auto* t = dynamic_cast<const Transformer*>(model.get());
+  return t && t->lora() ? t->lora()->params().num_params() : model->num_params();
 }
 
 void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples,
                                   const LossScaler::State& scaler) {
   CheckpointManifest m;
   m.step = done_steps, m.applied = applied, m.samples = samples;
-  m.world = world, m.zero_stage = opts.zero_stage, m.num_params = model->num_params(), m.seed = opts.seed;
+  m.world = world, m.zero_stage = opts.zero_stage, m.num_params = trained_params(), m.seed = opts.seed;
   m.model = shape;
   m.loss_scaler = {{"scale", scaler.scale},
                    {"hysteresis_left", scaler.hysteresis_left},
@@ -158,6 +231,14 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
            {"optimizer_state_dtype", option_value(opts, "optimizer-state-dtype")},
            {"state_rounding", option_value(opts, "state-rounding")},
            {"data", data_path}};
+  if (opts.lora()) {  // the adapters' shape: a resume must rebuild the same table
+    const LoraConfig c = opts.lora_config();
+    m.run["lora"] = {{"rank", c.rank},
+                     {"alpha", c.alpha},
+                     {"dropout", c.dropout},
+                     {"targets", opts.lora_targets},
+                     {"init", option_value(opts, "lora-init")}};
+  }
   // The model directory a run started from: `strata export` copies its tokenizer files,
   // generation_config.json and special token ids into the exported model.
   if (std::filesystem::is_directory(model_path)) m.run["model_dir"] = std::filesystem::absolute(model_path).string();

@@ -71,10 +71,17 @@ class TrainingRun {
   // A checkpoint after `done_steps` steps, with the step loop's state (updates applied,
   // samples consumed, the loss scaler): every rank writes its partition, rank 0 the manifest.
   void save_checkpoint(int64_t done_steps, int64_t applied, int64_t samples, const LossScaler::State& scaler);
+  // What the engine trains: every weight, or with --lora-rank the adapters alone.
+  int64_t trained_params() const;
 
  private:
   void open_device();
   void open_engine_and_model(io::IoFaults* nvme_faults);
+  void open_lora_model();
+  void attach_engine(UnitModel& trained, const std::vector<ParamSpec>& specs, TensorView master, TensorView compute,
+                     const FlatSource* init);
+  static void upload_flat(const FlatSource& src, TensorView dst, Backend& be);
+  io::IoFaults* nvme_faults_ = nullptr;
 };
 
 }  // namespace strata
