@@ -162,6 +162,8 @@ class Transformer : public Model {
   }
   TensorView forward_output(int l);
   void run_forward(std::span<const int32_t> tokens, std::span<const int32_t> positions);
+  template <typename F>
+  void for_each_adapter(int head, int64_t width, TensorView inp, F&& f);
   TensorView backward_output(int l);  // layer l's output (l = -1: the embeddings)
 
   TransformerDims dims_;

@@ -30,57 +30,57 @@ TensorView Transformer::grad_view(int i, int64_t rows) const {
   return frozen_sink_.view(DType::f32, shape);
 }
 
-void Transformer::lora_forward(int head, TensorView out, TensorView inp) {
-  if (!lora_) return;
-  const int64_t in = inp.shape[inp.shape.rank - 1], width = out.shape[out.shape.rank - 1];
+// f(t, column, x, dropout) for each adapter inside the matmul whose rows start at table
+// index `head`, `width` output columns from inputs `inp`: its target, the first column of its
+// block, and its input (the dropped copy in the adapter's scratch, under dropout).
+template <typename F>
+void Transformer::for_each_adapter(int head, int64_t width, TensorView inp, F&& f) {
+  const int64_t in = inp.shape[inp.shape.rank - 1];
   const ParamSpec& h = params_.specs()[size_t(head)];
   const std::vector<LoraTarget>& targets = lora_->targets();
-  const float s = float(lora_->config().scaling());
   for (int t = 0; t < int(targets.size()); ++t) {
     const LoraTarget& g = targets[size_t(t)];
     if (g.layer != h.layer || g.first_spec < head || g.in != in) continue;
     const int64_t column = (params_.offset(g.first_spec) - params_.offset(head)) / in;
     if (column + g.out > width) continue;  // a later matmul's
-    TensorView x = inp;
-    if (const DropoutSpec d = dropout_at(float(lora_->config().dropout), kLoraSite + uint64_t(t)); d.active()) {
-      x = lora_->x_scratch(in);
-      be_.cast(x, inp);  // a copy: the base's input stays undropped
-      be_.dropout(x, d);
-    }
-    const TensorView hx = lora_->h_scratch(), y = lora_->y_scratch(g.out);
-    be_.matmul_forward(hx, x, lora_->a(t), {});
-    be_.matmul_forward(y, hx, lora_->b(t), {});
-    be_.add_columns(out, y, column, s);
-  }
-}
-
-void Transformer::lora_backward(int head, TensorView dout, TensorView inp, TensorView dinp) {
-  if (!lora_) return;
-  const int64_t in = inp.shape[inp.shape.rank - 1], width = dout.shape[dout.shape.rank - 1];
-  const ParamSpec& h = params_.specs()[size_t(head)];
-  const std::vector<LoraTarget>& targets = lora_->targets();
-  const float s = float(lora_->config().scaling());
-  for (int t = 0; t < int(targets.size()); ++t) {
-    const LoraTarget& g = targets[size_t(t)];
-    if (g.layer != h.layer || g.first_spec < head || g.in != in) continue;
-    const int64_t column = (params_.offset(g.first_spec) - params_.offset(head)) / in;
-    if (column + g.out > width) continue;
     const DropoutSpec d = dropout_at(float(lora_->config().dropout), kLoraSite + uint64_t(t));
     TensorView x = inp;
-    if (d.active()) {  // the forward's dropped input again (the same mask)
+    if (d.active()) {  // a copy: the base's input stays undropped (backward: the same mask again)
       x = lora_->x_scratch(in);
       be_.cast(x, inp);
       be_.dropout(x, d);
     }
-    const TensorView hx = lora_->h_scratch(), dh = lora_->dh_scratch(), dy = lora_->y_scratch(g.out);
-    be_.matmul_forward(hx, x, lora_->a(t), {});
-    be_.take_columns(dy, dout, column, s);                           // s·dy on the target's columns
-    be_.matmul_backward(dh, lora_->db(t), {}, dy, hx, lora_->b(t));  // dB += s·dyᵀ·h; dh = s·dy·B
-    const TensorView dx = lora_->dx_scratch(in);
-    be_.matmul_backward(dx, lora_->da(t), {}, dh, x, lora_->a(t));  // dA += dhᵀ·x; dx = dh·A
-    if (d.active()) be_.dropout(dx, d);
-    be_.residual_forward(dinp, dinp, dx);
+    f(t, column, x, d);
   }
+}
+
+void Transformer::lora_forward(int head, TensorView out, TensorView inp) {
+  if (!lora_) return;
+  const float s = float(lora_->config().scaling());
+  for_each_adapter(head, out.shape[out.shape.rank - 1], inp,
+                   [&](int t, int64_t column, TensorView x, const DropoutSpec&) {
+                     const TensorView hx = lora_->h_scratch(), y = lora_->y_scratch(lora_->targets()[size_t(t)].out);
+                     be_.matmul_forward(hx, x, lora_->a(t), {});
+                     be_.matmul_forward(y, hx, lora_->b(t), {});
+                     be_.add_columns(out, y, column, s);
+                   });
+}
+
+void Transformer::lora_backward(int head, TensorView dout, TensorView inp, TensorView dinp) {
+  if (!lora_) return;
+  const float s = float(lora_->config().scaling());
+  for_each_adapter(head, dout.shape[dout.shape.rank - 1], inp,
+                   [&](int t, int64_t column, TensorView x, const DropoutSpec& d) {
+                     const TensorView hx = lora_->h_scratch(), dh = lora_->dh_scratch(),
+                                      dy = lora_->y_scratch(lora_->targets()[size_t(t)].out),
+                                      dx = lora_->dx_scratch(x.shape[x.shape.rank - 1]);
+                     be_.matmul_forward(hx, x, lora_->a(t), {});
+                     be_.take_columns(dy, dout, column, s);                           // s·dy on the target's columns
+                     be_.matmul_backward(dh, lora_->db(t), {}, dy, hx, lora_->b(t));  // dB += s·dyᵀ·h; dh = s·dy·B
+                     be_.matmul_backward(dx, lora_->da(t), {}, dh, x, lora_->a(t));   // dA += dhᵀ·x; dx = dh·A
+                     if (d.active()) be_.dropout(dx, d);
+                     be_.residual_forward(dinp, dinp, dx);
+                   });
 }
 
 }  // namespace strata
