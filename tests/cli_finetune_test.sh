@@ -204,7 +204,45 @@ PY
       fail "resume: $(cat "$tmp/err")"
     [[ "$(log_lines "$tmp/one")" == "$(log_lines "$tmp/res")" ]] || fail "resumed: $(log_lines "$tmp/res")"
     expect_error 1 "holds adapters" -- "${run[@]}" --lora-rank 8 --micro-batch 2 --steps 9 --resume --out "$tmp/res"
-    expect_error 1 "holds low-rank adapters" -- export "$tmp/res" --out "$tmp/x.safetensors"
+    expect_error 1 "adapters are written as a directory" -- export "$tmp/res" --out "$tmp/x.safetensors"
+    # PEFT's adapter directory: its names and shapes; where a Python has peft, PeftModel loads it
+    # over the base and gives the loss Strata's last evaluation gave.
+    "$bin" "${run[@]}" --micro-batch 2 --steps 3 --save-every 3 --eval-data "$fx/train.jsonl" --out "$tmp/pe" \
+      >/dev/null 2>&1 || fail "train for the export"
+    "$bin" export "$tmp/pe" --out "$tmp/pe/adapter" >/dev/null 2>"$tmp/err" || fail "export: $(cat "$tmp/err")"
+    /usr/bin/python3 - "$tmp/pe/adapter" <<'PY' || fail "the adapter directory is not PEFT's"
+import json, struct, sys
+d = sys.argv[1]
+c = json.load(open(d + "/adapter_config.json"))
+assert c["peft_type"] == "LORA" and c["r"] == 4 and c["lora_alpha"] == 8, c
+assert c["target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], c
+raw = open(d + "/adapter_model.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+a = header["base_model.model.model.layers.1.mlp.down_proj.lora_A.weight"]
+b = header["base_model.model.model.layers.1.mlp.down_proj.lora_B.weight"]
+assert a["shape"] == [4, 48] and b["shape"] == [32, 4], (a, b)
+assert len([k for k in header if k != "__metadata__"]) == 2 * 7 * 2, sorted(header)
+PY
+    IFS=: read -ra candidates <<<"${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}"
+    for py in "${candidates[@]}"; do
+      "$py" -c "import torch, transformers, peft" 2>/dev/null || continue
+      "$py" - "$fx" "$tmp/pe/adapter" "$(grep -o '"eval_loss":[0-9.]*' "$tmp/pe/metrics.jsonl" | tail -1 | cut -d: -f2)" <<'PY' ||
+import json, sys
+import torch, peft
+from transformers import AutoModelForCausalLM
+base = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32)
+m = peft.PeftModel.from_pretrained(base, sys.argv[2]).eval()
+ids = json.loads(open(sys.argv[1] + "/train.jsonl").readline())["input_ids"]
+with torch.no_grad():
+    lp = torch.log_softmax(m(torch.tensor([ids[:16]])).logits[0].double(), -1)
+want = -sum(lp[t, ids[t + 1]].item() for t in range(16)) / 16
+got = float(sys.argv[3])
+print(f"peft {peft.__version__}: loss {want:.8f}, strata's eval_loss {got:.8f}, rel {abs(got - want) / want:.1e}")
+sys.exit(0 if abs(got - want) < 1e-6 * want else 1)
+PY
+        fail "$py: PEFT's loss over the exported adapters differs"
+    done
     printf '{"train_micro_batch_size_per_gpu": 2, "lora": {"r": 4, "lora_alpha": 8, "target_modules": "all-linear"}}' >"$tmp/ds.json"
     "$bin" train --config "$tmp/ds.json" --model "$fx" --data "$fx/train.jsonl" --seq-len 16 --steps 6 --lr 1e-2 \
       --warmup 0 --lr-decay constant --log-every 1 --out "$tmp/ds" >/dev/null 2>"$tmp/err" || fail "--config: $(cat "$tmp/err")"

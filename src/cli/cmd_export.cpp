@@ -9,6 +9,7 @@
 #include "core/parse.h"
 #include "model/hf_export.h"
 #include "train/checkpoint.h"
+#include "train/peft_export.h"
 
 namespace strata::cli {
 
@@ -56,12 +57,19 @@ int export_main(int argc, char** argv) {
     dir = newest;
   }
   CheckpointReader ck(dir, nullptr);
-  STRATA_CHECK(!ck.manifest().run.contains("lora"),
-               "checkpoint '" + dir + "' holds low-rank adapters (--lora-rank), not a whole model",
-               "writing adapters as PEFT's adapter_model.safetensors is not available yet; the checkpoint resumes "
-               "with --resume");
   const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
+  if (holds_adapters(ck.manifest())) {  // low-rank adapters: PEFT's adapter directory
+    STRATA_CHECK(out.ends_with(".safetensors") == false,
+                 "--out " + out +
+                     ": adapters are written as a directory (adapter_config.json and "
+                     "adapter_model.safetensors)",
+                 "give --out DIR");
+    export_peft(ck.manifest(), ck.source(0), spec, out, parse_dtype(dtype));
+    std::fprintf(stderr, "strata export: the adapters of step %lld of %s -> %s (PEFT, %s)\n",
+                 (long long)ck.manifest().step, dir.c_str(), out.c_str(), dtype.c_str());
+    return 0;
+  }
   export_hf(spec, ck.source(0), out, parse_dtype(dtype), max_shard);
   std::string source = r["source"].as<std::string>();
   if (source.empty() && ck.manifest().run.contains("model_dir") && ck.manifest().run["model_dir"].is_string())

@@ -92,6 +92,9 @@ class ModelFamily {
   // The modules LoRA adapts when none are named: PEFT's default for the model type (its
   // TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), the attention's q and v by default.
   virtual std::vector<std::string> lora_default_targets() const { return {"q_proj", "v_proj"}; }
+  // The path of the decoder inside the *ForCausalLM module, before the names hf_name gives:
+  // PEFT keys modules by their full path (GPT-2's "transformer."; "" where hf_name has it).
+  virtual std::string hf_module_prefix() const { return ""; }
 };
 
 // The registered families, in the registry's order.

@@ -17,6 +17,7 @@ class Gpt2Family final : public ModelFamily {
   std::string hf_architecture() const override { return "GPT2LMHeadModel"; }
   ModelClass model_class() const override { return ModelClass::gpt2; }
   std::vector<std::string> lora_default_targets() const override { return {"c_attn"}; }
+  std::string hf_module_prefix() const override { return "transformer."; }
 
   void read_config(const std::string& text, const std::string& origin, ModelSpec& spec) const override {
     spec.gpt2 = GPT2Config::from_json_text(text, origin);
