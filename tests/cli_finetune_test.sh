@@ -175,7 +175,7 @@ PY
   lora)
     # Low-rank adapters over frozen weights (a tiny Llama saved by transformers): the first
     # loss is the base model's (B starts at zero) and the loss falls; the same losses at stages
-    # 0-2 on 1 and 2 ranks to 1e-5 (the adapters' optimizer offloaded too), across a resume, and from a
+    # 0-2 on 1 and 2 ranks (the adapters' optimizer offloaded too), across a resume, and from a
     # config's lora block; GPT-2 with its default target; the errors.
     fx="$src/tests/fixtures/hf-families/llama2"
     run=(train --model "$fx" --data "$fx/train.jsonl" --seq-len 16 --steps 6 --lora-rank 4 --lora-targets all-linear
@@ -190,9 +190,12 @@ got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 print(f"first {got[0]:.8f} (base {base:.8f}), last {got[-1]:.6f}")
 sys.exit(0 if abs(got[0] - base) < 1e-6 * base and got[-1] < got[0] - 0.02 else 1)
 PY
+    # Losses to 1e-6; the grad norm, whose square sum runs in another order on other rank
+    # counts, to 1e-5 as cli.pack takes it.
     close() { paste -d' ' <(log_lines "$1") <(log_lines "$2") | awk '
-      { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
-        if (d > 1e-5 * (a < 0 ? -a : a) + 1e-9) exit 1 } }'; }
+      { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); tol = $i ~ /grad_norm/ ? 1e-5 : 1e-6;
+        sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
+        if (d > tol * (a < 0 ? -a : a) + 1e-9) exit 1 } }'; }
     for args in "2 --zero-stage 1" "2 --zero-stage 2" "2 --zero-stage 1 --offload-optimizer cpu"; do
       mpi ${args%% *} "$bin" "${run[@]}" --micro-batch 1 ${args#* } --out "$tmp/r" >/dev/null 2>"$tmp/err" ||
         fail "$args: $(tail -3 "$tmp/err")"

@@ -189,7 +189,7 @@ void GPT2::layer_forward(int l, TensorView residual, TensorView out, bool recomp
   be_.dropout(a.attproj, drop(cfg_.resid_pdrop, site + 1));
   be_.residual_forward(a.residual2, residual, a.attproj);
   be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, pv(P::ln2w, l), pv(P::ln2b, l));
-  if (lora()) {  // an adapter on c_fc adds before the GELU: the matmul without its epilogue
+  if (adapted(entry(int(P::fcw), l))) {  // an adapter on c_fc adds before the GELU: the matmul without its epilogue
     be_.matmul_forward(a.fch, a.ln2, pv(P::fcw, l), pv(P::fcb, l));
     lora_forward(entry(int(P::fcw), l), a.fch, a.ln2);
     be_.gelu_forward(a.fch_gelu, a.fch);

@@ -130,6 +130,8 @@ class Transformer : public Model {
   // matmul_forward; in backward, after the base matmul_backward wrote dinp, their weights'
   // gradients and their share of dinp.
   void lora_forward(int head, TensorView out, TensorView inp);
+  // Whether an adapter sits in the matmul whose rows start at table index `head`.
+  bool adapted(int head) const;
   void lora_backward(int head, TensorView dout, TensorView inp, TensorView dinp);
   int entry(int kind, int layer) const { return entry_[size_t(kind)][size_t(layer)]; }
   const std::vector<int32_t>& tokens() const { return tokens_; }

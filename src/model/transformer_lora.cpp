@@ -54,6 +54,14 @@ void Transformer::for_each_adapter(int head, int64_t width, TensorView inp, F&& 
   }
 }
 
+bool Transformer::adapted(int head) const {
+  if (!lora_) return false;
+  const int layer = params_.specs()[size_t(head)].layer;
+  for (const LoraTarget& g : lora_->targets())
+    if (g.layer == layer && g.first_spec == head) return true;
+  return false;
+}
+
 void Transformer::lora_forward(int head, TensorView out, TensorView inp) {
   if (!lora_) return;
   const float s = float(lora_->config().scaling());

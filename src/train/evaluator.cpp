@@ -34,9 +34,8 @@ EvalResult Evaluator::evaluate() {
       const int64_t first = b * samples_per_batch_ +
                             zero::first_sample(0, run_.rank, run_.world, opts.micro_batch, opts.grad_accum, micro);
       data.fill(first, opts.micro_batch, inputs_, targets_, positions_);
-      int64_t unmasked = 0;
-      for (int32_t t : targets_) unmasked += t >= 0;
       // Each micro-batch's mean weighs its share of every target: the sum is the mean over all.
+      const int64_t unmasked = data.unmasked_targets(first, opts.micro_batch);
       run_.model->evaluate(inputs_, positions_, targets_, sum_.as<double>(),
                            total ? double(unmasked) / double(total) : 0.0);
     }

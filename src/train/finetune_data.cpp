@@ -137,7 +137,6 @@ int64_t FinetuneData::unmasked_targets(int64_t first_sample, int count) const {
 }
 
 int64_t FinetuneData::truncated() const {
-  if (int64_t(which_.size()) == recs_->size()) return recs_->truncated();
   int64_t n = 0;
   for (int64_t r : which_) n += recs_->cut(r);
   return n;

@@ -98,13 +98,15 @@ RunData make_run_data(const TrainOptions& opts, const std::string& data_path, co
   }
   if (!opts.eval_data.empty()) {  // a file of its own, in any --data format
     const std::string path = resolve_resource(opts.eval_data);
-    if (is_jsonl(opts.data_format == "jsonl" ? "auto" : opts.data_format, path)) {
+    // --data-format names --data's format; the validation file's own goes by its extension,
+    // unless a token format was forced for both.
+    const std::string format = opts.data_format == "jsonl" ? "auto" : opts.data_format;
+    if (is_jsonl(format, path)) {
       auto ev = std::make_unique<FinetuneData>(read_records(opts, path, model_path, hf_dir, spec),
                                                std::vector<int64_t>{}, seed, opts.pack, true);
       d.eval_line = ev->describe();
       d.eval = std::move(ev);
     } else {
-      const std::string format = opts.data_format == "jsonl" ? "auto" : opts.data_format;
       auto tokens = read_tokens(opts, format, path, model_path, spec);
       d.eval = std::make_unique<DataLoader>(tokens, 0, -1, opts.seq_len, seed, true, path);
       d.eval_line = std::to_string(tokens->size()) + " tokens, " + std::to_string(d.eval->rows()) + " windows";
