@@ -196,7 +196,10 @@ PY
       { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); tol = $i ~ /grad_norm/ ? 1e-5 : 1e-6;
         sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
         if (d > tol * (a < 0 ? -a : a) + 1e-9) exit 1 } }'; }
-    for args in "2 --zero-stage 1" "2 --zero-stage 2" "2 --zero-stage 1 --offload-optimizer cpu"; do
+    # Stage 3 partitions the frozen weights too: on the device, in host RAM, on NVMe.
+    for args in "2 --zero-stage 1" "2 --zero-stage 2" "2 --zero-stage 1 --offload-optimizer cpu" \
+      "2 --zero-stage 3 --param-persistence-threshold 0" \
+      "2 --zero-stage 3 --param-persistence-threshold 0 --offload-param nvme --nvme-path $tmp --offload-optimizer cpu"; do
       mpi ${args%% *} "$bin" "${run[@]}" --micro-batch 1 ${args#* } --out "$tmp/r" >/dev/null 2>"$tmp/err" ||
         fail "$args: $(tail -3 "$tmp/err")"
       close "$tmp/one" "$tmp/r" || fail "$args: $(log_lines "$tmp/r") against 1 rank: $(log_lines "$tmp/one")"
@@ -206,6 +209,13 @@ PY
     "$bin" "${run[@]}" --micro-batch 2 --save-every 3 --resume --out "$tmp/res" >/dev/null 2>"$tmp/err" ||
       fail "resume: $(cat "$tmp/err")"
     [[ "$(log_lines "$tmp/one")" == "$(log_lines "$tmp/res")" ]] || fail "resumed: $(log_lines "$tmp/res")"
+    # At stage 3 with the frozen weights in host RAM: the resumed run as the uninterrupted one.
+    s3=(--zero-stage 3 --param-persistence-threshold 0 --offload-param cpu --offload-optimizer cpu --save-every 3)
+    "$bin" "${run[@]}" --micro-batch 2 "${s3[@]}" --out "$tmp/s3" >/dev/null 2>&1 || fail "stage 3"
+    "$bin" "${run[@]}" --micro-batch 2 "${s3[@]}" --steps 3 --out "$tmp/s3r" >/dev/null 2>&1 || fail "stage 3, first half"
+    "$bin" "${run[@]}" --micro-batch 2 "${s3[@]}" --resume --out "$tmp/s3r" >/dev/null 2>"$tmp/err" ||
+      fail "stage 3, resume: $(cat "$tmp/err")"
+    [[ "$(log_lines "$tmp/s3")" == "$(log_lines "$tmp/s3r")" ]] || fail "stage 3, resumed: $(log_lines "$tmp/s3r")"
     expect_error 1 "holds adapters" -- "${run[@]}" --lora-rank 8 --micro-batch 2 --steps 9 --resume --out "$tmp/res"
     expect_error 1 "adapters are written as a directory" -- export "$tmp/res" --out "$tmp/x.safetensors"
     # PEFT's adapter directory: its names and shapes; where a Python has peft, PeftModel loads it
@@ -257,7 +267,8 @@ PY
       fail "GPT-2: $(cat "$tmp/err")"
     grep -q "on the family's default modules" "$tmp/err" || fail "GPT-2: $(cat "$tmp/err")"
     expect_error 1 "has no module 'query_key_value'" -- "${run[@]}" --lora-targets q_proj,query_key_value --out "$tmp/bad"
-    expect_error 2 "\-\-lora-rank with \-\-zero-stage 3" -- "${run[@]}" --zero-stage 3 --out "$tmp/bad"
+    expect_error 2 "\-\-offload-param cpu with \-\-lora-rank at \-\-zero-stage 2" -- "${run[@]}" --zero-stage 2 \
+      --offload-param cpu --offload-optimizer cpu --out "$tmp/bad"
     echo "ok: $(log_lines "$tmp/one" | tail -1)" ;;
   plot)
     # strata plot: a finished run with validation and offload, a run still writing (its last

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
+#include "model/lora.h"
 #include "model/model_spec.h"
 #include "train/option_registry.h"
 #include "train/planner.h"
@@ -29,14 +30,16 @@ constexpr const char* kSharedWithTrain[] = {"device",
                                             "grad-clip",
                                             "speculative-step",
                                             "optimizer-state-dtype",
-                                            "master-dtype"};
+                                            "master-dtype",
+                                            "lora-rank",
+                                            "lora-targets"};
 // Bytes per step over each tier edge for the offloading rows (checkpointing moves the same),
 // and the least each edge must carry (zero::StepTraffic): what metrics.jsonl's "bytes" will say.
 void print_traffic(const std::vector<PlanRow>& rows) {
   const double GB = 1e9;
   std::printf(
       "\nGB per step per rank between the tiers (metrics.jsonl \"bytes\"), and the least each edge must carry\n");
-  std::printf("%-5s %-11s %8s %8s %8s %8s %8s %8s %8s %8s %10s\n", "stage", "offload", "d2h", "h2d", "n2h", "h2n",
+  std::printf("%-5s %-14s %8s %8s %8s %8s %8s %8s %8s %8s %10s\n", "stage", "offload", "d2h", "h2d", "n2h", "h2n",
               "min d2h", "min h2d", "min n2h", "min h2n", "NVMe × min");
   for (const PlanRow& p : rows) {
     if (p.offload == "none" || p.checkpointing) continue;
@@ -44,7 +47,7 @@ void print_traffic(const std::vector<PlanRow>& rows) {
     char ratio[16] = "-";
     if (t.min_n2h + t.min_h2n > 0)
       std::snprintf(ratio, sizeof ratio, "%.4f", double(t.n2h + t.h2n) / double(t.min_n2h + t.min_h2n));
-    std::printf("%-5d %-11s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %10s\n", p.stage, p.offload.c_str(),
+    std::printf("%-5d %-14s %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %8.4f %10s\n", p.stage, p.offload.c_str(),
                 double(t.d2h) / GB, double(t.h2d) / GB, double(t.n2h) / GB, double(t.h2n) / GB, double(t.min_d2h) / GB,
                 double(t.min_h2d) / GB, double(t.min_n2h) / GB, double(t.min_h2n) / GB, ratio);
   }
@@ -139,6 +142,7 @@ int plan_main(int argc, char** argv) {
     in.speculative_step = shared.speculative_step;
     in.states.moments = shared.optimizer_state_dtype;
     in.states.master = shared.master_dtype;
+    in.lora = shared.lora_config();
     if (in.states.master != DType::f32 && prec != "bf16")
       return usage_error("plan", "--master-dtype bf16 needs --precision bf16 (a bf16 master is the compute copy too)");
     in.ranks_per_node = parse_int32(r["ranks-per-node"].as<std::string>(), "--ranks-per-node");
@@ -148,6 +152,8 @@ int plan_main(int argc, char** argv) {
     if (in.hpz_partition_size < 1 || in.ranks % in.hpz_partition_size != 0)
       return usage_error("plan", "--hpz-partition-size must be a positive divisor of --ranks");
     if (in.threads <= 0) in.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (in.lora.enabled() && model.empty())
+      return usage_error("plan", "--lora-rank needs --model: the adapters' shapes come from it");
     if (!params.empty()) {
       in.psi = parse_double(params, "--params");
       if (!(in.psi >= 1)) return usage_error("plan", "--params must be at least 1");
@@ -192,31 +198,42 @@ int plan_main(int argc, char** argv) {
               in.model ? "" : " (model states only: give --model for activations and step time)");
   for (const std::string& m : measured) std::printf("measured: %s\n", m.c_str());
   if (!measured.empty()) std::printf("\n");
-  std::printf("model states per rank:");
-  for (int stage = 0; stage <= 3; ++stage) {
-    const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);
-    std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
-    if (narrow && (stage > 0 || in.states.master == DType::f32)) {
-      const ModelStates h = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed, in.states);
-      const double total = h.params + h.grads + h.optim;
-      if (stage == 3 && in.states.master != DType::f32) {
-        // On the device a bf16 master is the stage-3 compute shard; offloaded it is a copy.
-        const double shard16 = 2.0 * (in.padded_psi > 0 ? in.padded_psi : in.psi) / in.ranks;
-        std::printf(" (%.1f GB with these states on the device, %.1f GB offloaded)", (total - shard16) / GB,
-                    total / GB);
-      } else {
-        std::printf(" (%.1f GB with these states)", total / GB);
+  if (in.lora.enabled()) {
+    const std::vector<LoraTarget> targets = lora_targets(*in.model, in.lora);
+    int64_t trained = 0;
+    for (const ParamSpec& s : lora_layout(targets, in.lora.rank, false)) trained += s.shape.numel();
+    std::printf(
+        "LoRA rank %d on %zu linear layers: %lld trainable parameters; the frozen weights cost their bytes alone "
+        "(whole on every rank at stages 0-2, partitioned at stage 3). Offload: the adapters' optimizer in cpu or "
+        "nvme; at stage 3, +param puts the frozen weights in host RAM, +param-nvme on NVMe\n\n",
+        in.lora.rank, targets.size(), (long long)trained);
+  } else {
+    std::printf("model states per rank:");
+    for (int stage = 0; stage <= 3; ++stage) {
+      const ModelStates m = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed);
+      std::printf("%s stage %d %.1f GB", stage ? "," : "", stage, (m.params + m.grads + m.optim) / GB);
+      if (narrow && (stage > 0 || in.states.master == DType::f32)) {
+        const ModelStates h = plan_model_states(stage, in.psi, in.padded_psi, in.ranks, in.mixed, in.states);
+        const double total = h.params + h.grads + h.optim;
+        if (stage == 3 && in.states.master != DType::f32) {
+          // On the device a bf16 master is the stage-3 compute shard; offloaded it is a copy.
+          const double shard16 = 2.0 * (in.padded_psi > 0 ? in.padded_psi : in.psi) / in.ranks;
+          std::printf(" (%.1f GB with these states on the device, %.1f GB offloaded)", (total - shard16) / GB,
+                      total / GB);
+        } else {
+          std::printf(" (%.1f GB with these states)", total / GB);
+        }
       }
     }
+    std::printf("\n\n");
   }
-  std::printf("\n\n");
-  std::printf("%-5s %-11s %-5s %10s %10s %10s %10s %10s %10s %10s %5s %9s\n", "stage", "offload", "ckpt", "params GB",
+  std::printf("%-5s %-14s %-5s %10s %10s %10s %10s %10s %10s %10s %5s %9s\n", "stage", "offload", "ckpt", "params GB",
               "grads GB", "optim GB", "act GB", "device GB", "host GB", "nvme GB", "fits", "step s");
   for (const PlanRow& p : rows) {
     char act[32] = "-", step[32] = "-";
     if (p.activations >= 0) std::snprintf(act, sizeof act, "%.3f", p.activations / GB);
     if (p.step_s > 0) std::snprintf(step, sizeof step, "%.3g", p.step_s);
-    std::printf("%-5d %-11s %-5s %10.3f %10.3f %10.3f %10s %10.3f %10.3f %10.3f %5s %9s\n", p.stage, p.offload.c_str(),
+    std::printf("%-5d %-14s %-5s %10.3f %10.3f %10.3f %10s %10.3f %10.3f %10.3f %5s %9s\n", p.stage, p.offload.c_str(),
                 p.checkpointing ? "yes" : "no", p.params / GB, p.grads / GB, p.optim / GB, act, p.device / GB,
                 p.host / GB, p.nvme / GB, p.fits ? "yes" : "no", step);
   }

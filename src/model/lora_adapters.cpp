@@ -13,14 +13,32 @@ LoraAdapters::LoraAdapters(Backend& backend, std::vector<LoraTarget> targets, Lo
       targets_(std::move(targets)),
       params_(backend, lora_layout(targets_, cfg_.rank, false), units, compute_dtype, own, "lora"),
       rows_(rows) {
-  int64_t in = 1, out = 1;
-  for (const LoraTarget& t : targets_) in = std::max(in, t.in), out = std::max(out, t.out);
+  const Widest w = widest(targets_);
   const size_t e = dtype_size(compute_dtype);
-  x_ = backend.allocate(size_t(rows) * size_t(in) * e, "lora:x_scratch");
-  dx_ = backend.allocate(size_t(rows) * size_t(in) * e, "lora:dx_scratch");
-  y_ = backend.allocate(size_t(rows) * size_t(out) * e, "lora:y_scratch");
+  x_ = backend.allocate(size_t(rows) * size_t(w.in) * e, "lora:x_scratch");
+  dx_ = backend.allocate(size_t(rows) * size_t(w.in) * e, "lora:dx_scratch");
+  y_ = backend.allocate(size_t(rows) * size_t(w.out) * e, "lora:y_scratch");
   h_ = backend.allocate(size_t(rows) * size_t(cfg_.rank) * e, "lora:h_scratch");
   dh_ = backend.allocate(size_t(rows) * size_t(cfg_.rank) * e, "lora:dh_scratch");
+}
+
+LoraAdapters::Widest LoraAdapters::widest(const std::vector<LoraTarget>& targets) {
+  Widest w;
+  for (const LoraTarget& t : targets) w.in = std::max(w.in, t.in), w.out = std::max(w.out, t.out);
+  return w;
+}
+
+size_t LoraAdapters::device_bytes(const std::vector<LoraTarget>& targets, int rank, int64_t rows, DType compute_dtype,
+                                  UnitParams::Own own) {
+  int64_t n = 0;
+  for (const ParamSpec& s : lora_layout(targets, rank, false)) n += s.shape.numel();
+  const size_t e = dtype_size(compute_dtype);
+  size_t bytes = 0;
+  if (own.params && (own.master || compute_dtype == DType::f32)) bytes += size_t(n) * 4;  // lora:master_f32
+  if (own.params && compute_dtype != DType::f32) bytes += size_t(n) * e;                  // lora:compute
+  if (own.grads) bytes += size_t(n) * 4;
+  const Widest w = widest(targets);
+  return bytes + size_t(rows) * size_t(2 * w.in + w.out + 2 * rank) * e;
 }
 
 void LoraAdapters::init_unit(int u, uint64_t seed, float* dst) const {

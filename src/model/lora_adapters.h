@@ -19,6 +19,10 @@ class LoraAdapters final : public UnitModel {
   LoraAdapters(Backend& backend, std::vector<LoraTarget> targets, LoraConfig config, int units, int64_t rows,
                DType compute_dtype, UnitParams::Own own);
 
+  // What the constructor allocates on the device (strata plan sizes runs with it).
+  static size_t device_bytes(const std::vector<LoraTarget>& targets, int rank, int64_t rows, DType compute_dtype,
+                             UnitParams::Own own);
+
   const LoraConfig& config() const { return cfg_; }
   const std::vector<LoraTarget>& targets() const { return targets_; }
   UnitParams& params() { return params_; }
@@ -47,6 +51,10 @@ class LoraAdapters final : public UnitModel {
   void init_unit(int u, uint64_t seed, float* dst) const override;
 
  private:
+  struct Widest {
+    int64_t in = 1, out = 1;
+  };
+  static Widest widest(const std::vector<LoraTarget>& targets);
   TensorView view(const Buffer& b, int64_t w) const { return b.view(params_.compute_dtype(), {rows_, w}); }
   LoraConfig cfg_;
   std::vector<LoraTarget> targets_;

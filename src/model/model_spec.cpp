@@ -47,4 +47,8 @@ double ModelSpec::training_flops_per_token(int seq_len, bool recompute) const {
   return (recompute ? 4 : 3) * forward;
 }
 
+bool ModelSpec::head_is_embedding() const {
+  return family->model_class() == ModelClass::decoder ? llama.tied : true;  // GPT-2 ties its head
+}
+
 }  // namespace strata

@@ -35,6 +35,9 @@ struct ModelSpec {
   // forward): (3 + recompute)·(2·matmul_params + 4·L·T·C), where 4·L·T·C is the attention's
   // QKᵀ and AV over the full T×T (no causal discount), as in PaLM's and llm.c's MFU.
   double training_flops_per_token(int seq_len, bool recompute) const;
+  // Whether the LM head is the embedding (tied), so a backward reads unit 0 even when the
+  // embedding itself learns nothing (frozen weights).
+  bool head_is_embedding() const;
   // Strata's own JSON for this shape (checkpoint manifests; from_json_text reads it back).
   std::string shape_json() const { return family->shape_json(*this); }
   // Hugging Face's config.json for it.

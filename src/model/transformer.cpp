@@ -25,8 +25,8 @@ Transformer::Transformer(Backend& backend, TransformerDims dims, std::vector<Par
       std::string("lower --seq-len or raise ") + dims_.context_key + " in the model config");
   STRATA_CHECK(hooks_ || (storage_.params && (storage_.grads || storage_.frozen)),
                "a model without its own parameter or gradient buffers", "pass the UnitHooks that provide them");
-  STRATA_CHECK(!storage_.frozen || (storage_.params && !storage_.grads), "frozen weights with gradient buffers",
-               "a frozen model keeps its parameters and no gradients");
+  STRATA_CHECK(!storage_.frozen || !storage_.grads, "frozen weights with gradient buffers",
+               "a frozen model keeps no gradients");
   if (storage_.frozen) frozen_sink_ = be_.allocate(frozen_sink_bytes(params_.specs(), num_units()), "frozen:grad_sink");
   entry_.assign(size_t(kinds), std::vector<int>(size_t(std::max(dims_.layers, 1)), -1));
   for (size_t i = 0; i < params_.specs().size(); ++i) {

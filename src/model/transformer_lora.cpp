@@ -18,7 +18,14 @@ void Transformer::attach_lora(std::vector<LoraTarget> targets, const LoraConfig&
   STRATA_CHECK(hooks_ || (own.params && own.grads),
                "adapters without their own parameters and no engine to provide them",
                "attach a ZeRO engine to lora(), or let the adapters keep their own");
+  const size_t before = be_.budget().used(),
+               want = LoraAdapters::device_bytes(targets, config.rank, int64_t(B_) * T_, dtype_, own);
   lora_ = std::make_unique<LoraAdapters>(be_, std::move(targets), config, num_units(), int64_t(B_) * T_, dtype_, own);
+  // strata plan sizes runs with LoraAdapters::device_bytes: what they allocated must be exactly that.
+  STRATA_CHECK(be_.budget().used() - before == want,
+               "the adapters allocated " + std::to_string(be_.budget().used() - before) +
+                   " device bytes but LoraAdapters::device_bytes says " + std::to_string(want),
+               "this is a bug: device_bytes must mirror the constructor (strata plan relies on it)");
 }
 
 TensorView Transformer::grad_view(int i, int64_t rows) const {

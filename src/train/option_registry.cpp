@@ -373,8 +373,10 @@ std::vector<TrainOption> make_options() {
   v.push_back(choice("offload-optimizer", &O::offload_optimizer,
                      "none | cpu | nvme: optimizer states (master, m, v) in host RAM or on NVMe, CPU Adam (stages 1-3)",
                      offload_tiers(), "zero_optimization.offload_optimizer.device"));
-  v.push_back(choice("offload-param", &O::offload_param, "none | cpu | nvme: stage-3 parameters (the optimizer's tier)",
-                     offload_tiers(), "zero_optimization.offload_param.device"));
+  v.push_back(
+      choice("offload-param", &O::offload_param,
+             "none | cpu | nvme: stage-3 parameters (the optimizer's tier; with --lora-rank, the frozen weights)",
+             offload_tiers(), "zero_optimization.offload_param.device"));
   v.push_back(text("nvme-path", &O::nvme_path, "directory for the per-rank NVMe swap files (--offload-* nvme)", {},
                    "zero_optimization.offload_optimizer.nvme_path"));
   v.push_back(integer("aio-queue-depth", &O::aio_queue_depth, "io_uring requests in flight per ring", 1, 4096, false,
@@ -446,20 +448,22 @@ const TrainOption* find_train_option(std::string_view name) {
 void validate_options(const TrainOptions& o) {
   for (const TrainOption& d : train_options()) d.check(o);
   using zero::OffloadTier;
-  STRATA_CHECK(o.offload_param == OffloadTier::none || o.offload_param == o.offload_optimizer,
+  STRATA_CHECK(o.offload_param == OffloadTier::none || o.offload_param == o.offload_optimizer || o.lora(),
                "--offload-param " + option_value(o, "offload-param") + " with --offload-optimizer " +
                    option_value(o, "offload-optimizer"),
                "offloaded parameters live where the optimizer that updates them lives: give both the same tier");
+  STRATA_CHECK(!o.lora() || o.offload_param == OffloadTier::none || o.zero_stage == 3,
+               "--offload-param " + option_value(o, "offload-param") + " with --lora-rank at --zero-stage " +
+                   std::to_string(o.zero_stage),
+               "the frozen weights are offloaded where they are partitioned: use --zero-stage 3");
+  STRATA_CHECK(o.offload_param != OffloadTier::nvme || !o.nvme_path.empty(), "--offload-param nvme without --nvme-path",
+               "give --nvme-path DIR on a local NVMe (or SSD) file system");
   STRATA_CHECK(o.offload_optimizer != OffloadTier::nvme || !o.nvme_path.empty(),
                "--offload-optimizer nvme without --nvme-path",
                "give --nvme-path DIR on a local NVMe (or SSD) file system");
   STRATA_CHECK(o.offload_activations == OffloadTier::none || o.activation_checkpointing,
                "--offload-activations cpu without --activation-checkpointing",
                "the checkpoints are what goes to host RAM: add --activation-checkpointing");
-  STRATA_CHECK(!o.lora() || (o.zero_stage < 3 && o.offload_param == OffloadTier::none),
-               "--lora-rank with " + std::string(o.zero_stage == 3 ? "--zero-stage 3" : "--offload-param"),
-               "adapters train over weights every rank holds whole: use --zero-stage 0, 1 or 2 (the adapters' "
-               "optimizer states and gradients are partitioned, and may be offloaded)");
   STRATA_CHECK(
       o.eval_data.empty() || o.eval_fraction == 0, "--eval-data with --eval-fraction",
       "validate on a file of its own (--eval-data) or on a held-out part of --data (--eval-fraction), not both");

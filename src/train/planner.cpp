@@ -35,9 +35,6 @@ ModelStates plan_model_states(int stage, double psi, double padded_psi, int rank
   }
 }
 
-namespace {
-
-// The step's op shapes, for the backend's own scratch bound.
 OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads) {
   OpShapes s;
   s.batch = B, s.seq_len = T, s.width = m.n_embd(), s.threads = threads;
@@ -47,8 +44,6 @@ OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads) {
   s.rope_tables = w.rope_tables;
   return s;
 }
-
-}  // namespace
 
 std::vector<std::string> apply_bench_results(const std::string& path, PlanInput& in) {
   std::ifstream f(path);
@@ -142,6 +137,7 @@ std::vector<HpzRow> plan_hpz(const PlanInput& in) {
 }
 
 std::vector<PlanRow> make_plan(const PlanInput& in) {
+  if (in.lora.enabled()) return make_lora_plan(in);
   std::vector<PlanRow> rows;
   const int N = in.ranks;
   const double psi = in.psi, part = (in.padded_psi > 0 ? in.padded_psi : psi) / N;

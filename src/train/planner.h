@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/op_shapes.h"
+#include "model/lora.h"
 #include "model/model_spec.h"
 #include "zero/defaults.h"
 #include "zero/step_traffic.h"
@@ -52,6 +54,12 @@ struct PlanInput {
   // The optimizer's state dtypes (--master-dtype, --optimizer-state-dtype); rows that
   // keep the optimizer on the device keep an f32 master, as the engine does.
   zero::StateFormat states;
+  // Low-rank adapters (--lora-rank, --lora-targets; needs a model): the rows train the
+  // adapters over frozen weights, which stages 0-2 keep whole on every rank and stage 3
+  // partitions. Their offload choices: none | cpu | nvme (the adapters' optimizer) and, at
+  // stage 3, cpu+param (the frozen weights in host RAM too) and cpu+param-nvme (the frozen
+  // weights on NVMe).
+  LoraConfig lora;
 };
 
 struct PlanRow {
@@ -91,7 +99,12 @@ double padded_param_count(const ModelSpec& spec, int ranks, int64_t sub_group_si
 // Ψ, Ψ' and the shape for a model on `ranks` ranks; the rest of PlanInput at its defaults.
 PlanInput plan_input_for(const ModelSpec& spec, int ranks);
 
+// The step's op shapes, for the backend's own scratch bound.
+OpShapes op_shapes(const ModelSpec& m, int B, int T, int threads);
+
 std::vector<PlanRow> make_plan(const PlanInput& in);
+// make_plan's rows with in.lora (lora_plan.cpp).
+std::vector<PlanRow> make_lora_plan(const PlanInput& in);
 // The row for a stage, offload (none | cpu | nvme | cpu+param | nvme+param) and
 // checkpointing; null when the plan has none (e.g. offload at stage 0).
 const PlanRow* find_plan_row(const std::vector<PlanRow>& rows, int stage, const std::string& offload,

@@ -40,8 +40,8 @@ StepTimeline StepLoop::sample() const {
     t.cpu_adam_s = tiers->host().busy_seconds(), t.host_sum_s = tiers->host_sum().busy_seconds();
     t.d2h_bytes = tiers->bytes(tier::Edge::d2h), t.h2d_bytes = tiers->bytes(tier::Edge::h2d);
   }
-  if (auto* h = run_.engine->host_optimizer(); h && h->nvme_file())
-    t.h2n_bytes = h->nvme_file()->bytes_written.load(), t.n2h_bytes = h->nvme_file()->bytes_read.load();
+  for (const io::NvmeFile* f : run_.engine->nvme_files())
+    t.h2n_bytes += f->bytes_written.load(), t.n2h_bytes += f->bytes_read.load();
   Communicator* comm = run_.comm;
   t.comm_bytes = comm ? comm->counters().bytes_sent : 0;
   t.inter_node_bytes = comm ? comm->counters().inter_node_bytes : 0;

@@ -141,7 +141,9 @@ zero::ZeroOptions engine_options(const TrainOptions& opts, const ModelSpec& spec
   }
   zo.overlap_comm = opts.overlap_comm;
   zo.offload_optimizer = opts.offload_optimizer != zero::OffloadTier::none;
-  zo.offload_param = opts.offload_param != zero::OffloadTier::none;
+  // With adapters, --offload-param places the frozen weights (ZeroEngine::attach_frozen); the
+  // adapters' own parameters stay on the device.
+  zo.offload_param = opts.offload_param != zero::OffloadTier::none && !opts.lora();
   zo.nvme = opts.offload_optimizer == zero::OffloadTier::nvme;
   zo.nvme_options = {share.nvme_path, opts.aio_queue_depth, opts.aio_block_size, opts.nvme_checksum};
   zo.offload_ratio = opts.offload_ratio;

@@ -129,6 +129,17 @@ void TrainingRun::open_engine_and_model(io::IoFaults* nvme_faults) {
   if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults);
 }
 
+// The engine's parameter table: each tensor's flat offset, unit and weight decay.
+std::vector<zero::ParamSpan> TrainingRun::param_spans(const std::vector<ParamSpec>& specs) {
+  std::vector<zero::ParamSpan> out;
+  int64_t offset = 0;
+  for (const ParamSpec& s : specs) {
+    out.push_back({s.name, s.unit, offset, s.shape.numel(), false, s.weight_decay});
+    offset += s.shape.numel();
+  }
+  return out;
+}
+
 // A FlatSource into a device f32 array, a piece at a time through the host.
 void TrainingRun::upload_flat(const FlatSource& src, TensorView dst, Backend& be) {
   std::vector<float> piece;
@@ -146,25 +157,33 @@ void TrainingRun::attach_engine(UnitModel& trained, const std::vector<ParamSpec>
   buffers.master = master.data ? master.as<float>() : nullptr;
   buffers.compute = compute.data;
   buffers.compute_dtype = opts.precision;
-  int64_t offset = 0;
-  for (const ParamSpec& s : specs) {
-    buffers.params.push_back({s.name, s.unit, offset, s.shape.numel(), false, s.weight_decay});
-    offset += s.shape.numel();
-  }
+  buffers.params = param_spans(specs);
   engine->attach(trained, std::move(buffers), opts.seed, init);
 }
 
 // Low-rank adapters: the model's weights frozen in the compute dtype (a Hugging Face
-// directory's, or the seed's), every rank holding them whole; the engine trains the adapters
-// (their optimizer states and gradients partitioned as the stage says). A checkpoint holds
-// the adapters alone.
+// directory's, or the seed's): whole on every rank at stages 0-2; at stage 3 partitioned, on
+// the device or where --offload-param says, and gathered like trained parameters. The engine
+// trains the adapters (their optimizer states, gradients and, at stage 3, parameters
+// partitioned as the stage says). A checkpoint holds the adapters alone.
 void TrainingRun::open_lora_model() {
-  ModelStorage storage{true, false, opts.precision == DType::f32, opts.activation_checkpointing, activations.get()};
+  const bool partitioned = opts.zero_stage == 3;
+  ModelStorage storage{!partitioned, false, opts.precision == DType::f32 && !partitioned, opts.activation_checkpointing,
+                       activations.get()};
   storage.frozen = true;
   model = make_model(spec, *backend, opts.micro_batch, opts.seq_len, opts.precision, storage, engine->hooks());
   auto* t = dynamic_cast<Transformer*>(model.get());
   STRATA_CHECK(t, "low-rank adapters on a model that is not a Transformer", "this is a bug");
-  if (model->owns_master()) {  // f32: the master is what runs
+  // Unit u's f32 weights, from the model directory or the seed.
+  const auto fill = [&](int u, float* dst) {
+    if (imported)
+      imported->read(model->unit_begin(u), model->unit_count(u), dst);
+    else
+      model->init_unit(u, opts.seed, dst);
+  };
+  if (partitioned) {
+    // Attached after the adapters (below), so the NVMe parameter cache takes what the host budget leaves.
+  } else if (model->owns_master()) {  // f32: the master is what runs
     if (imported)
       upload_flat(*imported, model->master_flat(), *backend);
     else
@@ -175,10 +194,7 @@ void TrainingRun::open_lora_model() {
     const size_t esz = dtype_size(opts.precision);
     for (int u = 0; u < model->num_units(); ++u) {
       unit.resize(size_t(model->unit_count(u)));
-      if (imported)
-        imported->read(model->unit_begin(u), int64_t(unit.size()), unit.data());
-      else
-        model->init_unit(u, opts.seed, unit.data());
+      fill(u, unit.data());
       narrow.resize(unit.size());
       host::convert_from_f32(narrow.data(), opts.precision, unit.data(), unit.size());
       backend->upload(static_cast<char*>(model->compute_flat().data) + size_t(model->unit_begin(u)) * esz,
@@ -199,6 +215,11 @@ void TrainingRun::open_lora_model() {
   }
   attach_engine(ad, p.specs(), p.owns_master() ? p.master_flat() : TensorView{},
                 p.owns_params() ? p.compute_flat() : TensorView{}, init);
+  if (partitioned)
+    engine->attach_frozen(*model, param_spans(model->param_specs()),
+                          {opts.offload_param != zero::OffloadTier::none, opts.offload_param == zero::OffloadTier::nvme,
+                           spec.head_is_embedding()},
+                          fill);
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
   if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults_);
 }

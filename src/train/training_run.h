@@ -80,6 +80,7 @@ class TrainingRun {
   void open_lora_model();
   void attach_engine(UnitModel& trained, const std::vector<ParamSpec>& specs, TensorView master, TensorView compute,
                      const FlatSource* init);
+  static std::vector<zero::ParamSpan> param_spans(const std::vector<ParamSpec>& specs);
   static void upload_flat(const FlatSource& src, TensorView dst, Backend& be);
   io::IoFaults* nvme_faults_ = nullptr;
 };

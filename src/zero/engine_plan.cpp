@@ -135,9 +135,99 @@ int64_t most_f32_masters(const PartitionLayout& lay, const StagePolicy& pol, int
   return most;
 }
 
+// The partition layout and what follows from it alone (policy, units, hpZ).
+void plan_layout(EnginePlan& p, const EnginePlanInput& in) {
+  const ZeroOptions& o = in.options;
+  p.policy = StagePolicy::for_stage(o.stage);
+  p.world = in.world;
+  p.compute = in.compute;
+  p.states = o.states;
+  p.unit_sizes = in.unit_sizes;
+  // Persistence only matters where parameters are partitioned; elsewhere it would only cut
+  // sub-groups smaller. NVMe needs every chunk block-aligned in the swap file: sub-groups
+  // padded to 2048 elements per rank (8 KiB of f32, 4 KiB of 16-bit) instead of 16.
+  std::vector<ParamSpan> params = in.params;
+  for (ParamSpan& q : params) q.persistent = p.policy.parameters && q.count < o.param_persistence_threshold;
+  p.layout = PartitionLayout(std::move(params), in.world, o.sub_group_size, o.nvme ? 2048 : 16);
+  p.unit_groups.assign(in.unit_sizes.size(), {});
+  for (size_t g = 0; g < p.layout.sub_groups().size(); ++g)
+    p.unit_groups[size_t(p.layout.sub_groups()[g].unit)].push_back(int(g));
+  for (int64_t s : in.unit_sizes) p.max_unit = std::max(p.max_unit, s);
+  p.hpz = o.hpz_partition_size > 1 && in.world > 1;
+}
+
+// Stage 3: the persistent sub-groups (whole), the gather arena (the prefetched units, or
+// --max-live-params), hpZ's secondary partition and --offload-param's fetched shards.
+void plan_stage3(EnginePlan& p, const EnginePlanInput& in) {
+  const ZeroOptions& o = in.options;
+  const PartitionLayout& lay = p.layout;
+  const uint64_t esz = dtype_size(in.compute);
+  const int64_t N = in.world;
+  EngineDeviceBuffers& d = p.device;
+  std::vector<int64_t> sizes = in.unit_sizes;
+  std::sort(sizes.rbegin(), sizes.rend());
+  p.persistent_offset.assign(lay.sub_groups().size(), -1);
+  int64_t persist = 0, persist_shard = 0;
+  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+    if (lay.sub_groups()[g].persistent)
+      p.persistent_offset[g] = persist, persist += lay.sub_groups()[g].padded,
+      persist_shard += lay.sub_groups()[g].shard;
+  d.persistent = uint64_t(persist) * esz;
+  p.slack_elements = N * lay.align();
+  const uint64_t slack = uint64_t(p.slack_elements);
+  if (o.max_live_params > 0) {  // never more than every unit at once (DeepSpeed's 1e9 on a small model)
+    uint64_t every_unit = 0;
+    for (int64_t s : sizes) every_unit += round64((uint64_t(s) + slack) * esz);
+    d.gathered = std::min(uint64_t(o.max_live_params) * esz, every_unit);
+  } else {
+    for (size_t i = 0; i < std::min<size_t>(size_t(o.prefetch_depth) + 2, sizes.size()); ++i)
+      d.gathered += round64((uint64_t(sizes[i]) + slack) * esz);
+  }
+  const uint64_t need = round64((uint64_t(p.max_unit) + slack) * esz);
+  STRATA_CHECK(
+      d.gathered >= need,
+      "--max-live-params " + std::to_string(o.max_live_params) + " cannot hold the largest unit (" +
+          std::to_string(p.max_unit) + " parameters plus " + std::to_string(slack) + " of padding)",
+      "raise --max-live-params to at least " + std::to_string(need / esz) + ", or 0 to size it from --prefetch-depth");
+  if (p.hpz) {  // 1/K of each partitioned sub-group
+    p.secondary_offset.assign(lay.sub_groups().size(), -1);
+    int64_t secondary = 0;
+    for (size_t g = 0; g < lay.sub_groups().size(); ++g)
+      if (!lay.sub_groups()[g].persistent)
+        p.secondary_offset[g] = secondary, secondary += lay.sub_groups()[g].padded / o.hpz_partition_size;
+    d.secondary = uint64_t(secondary) * esz;
+  }
+  if (o.offload_param) {  // each gathered unit's shard pieces come host→device first
+    int64_t max_shard = 0;
+    for (const auto& gs : p.unit_groups)
+      if (!gs.empty())
+        max_shard = std::max(max_shard, lay.shard_offset(gs.back()) + lay.sub_groups()[size_t(gs.back())].shard -
+                                            lay.shard_offset(gs.front()));
+    const uint64_t in_flight = std::min<uint64_t>(uint64_t(o.prefetch_depth) + 2, p.unit_groups.size());
+    d.fetched = in_flight * round64(uint64_t(max_shard) * esz);
+    d.persistent_staging = uint64_t(persist_shard) * esz;
+    p.unit_fetch_runs.assign(p.unit_groups.size(), {});
+    for (size_t u = 0; u < p.unit_groups.size(); ++u)
+      for (int g : p.unit_groups[u]) {
+        if (lay.sub_groups()[size_t(g)].persistent) continue;
+        const int64_t a = lay.shard_offset(g), b = a + lay.sub_groups()[size_t(g)].shard;
+        auto& runs = p.unit_fetch_runs[u];
+        if (!runs.empty() && runs.back().second == a)
+          runs.back().second = b;
+        else
+          runs.emplace_back(a, b);
+      }
+    if (o.nvme) plan_param_cache(p, in.host_free);
+  }
+}
+
 }  // namespace
 
+// EnginePlanInput::frozen: the shard and the gathers alone.
+EnginePlan plan_frozen(const EnginePlanInput& in);
+
 EnginePlan plan_engine(const EnginePlanInput& in) {
+  if (in.frozen) return plan_frozen(in);
   const ZeroOptions& o = in.options;
   check_zero_options(o, in.world);
   STRATA_CHECK(o.states.master == DType::f32 || o.states.master == in.compute,
@@ -145,28 +235,12 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
                    std::string(dtype_name(in.compute)),
                "a bf16 master is the bf16 compute copy too: train with --precision bf16, or keep --master-dtype f32");
   EnginePlan p;
-  p.policy = StagePolicy::for_stage(o.stage);
-  p.world = in.world;
-  p.compute = in.compute;
-  p.states = o.states;
-  p.unit_sizes = in.unit_sizes;
+  plan_layout(p, in);
   const StagePolicy& pol = p.policy;
+  const PartitionLayout& lay = p.layout;
   const bool mixed = in.compute != DType::f32, distributed = in.world > 1;
   const uint64_t esz = dtype_size(in.compute);  // also the gradients' element size
-  // Persistence only matters where parameters are partitioned; elsewhere it would only cut
-  // sub-groups smaller. NVMe needs every chunk block-aligned in the swap file: sub-groups
-  // padded to 2048 elements per rank (8 KiB of f32, 4 KiB of 16-bit) instead of 16.
-  std::vector<ParamSpan> params = in.params;
-  for (ParamSpan& q : params) q.persistent = pol.parameters && q.count < o.param_persistence_threshold;
-  p.layout = PartitionLayout(std::move(params), in.world, o.sub_group_size, o.nvme ? 2048 : 16);
-  const PartitionLayout& lay = p.layout;
-  const int units = int(in.unit_sizes.size());
-  p.unit_groups.assign(size_t(units), {});
-  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-    p.unit_groups[size_t(lay.sub_groups()[g].unit)].push_back(int(g));
-  for (int64_t s : in.unit_sizes) p.max_unit = std::max(p.max_unit, s);
   const uint64_t n = uint64_t(lay.model_elements()), shard = uint64_t(lay.shard_elements());
-  p.hpz = o.hpz_partition_size > 1 && distributed;
   EngineDeviceBuffers& d = p.device;
 
   // Offload: the top offload_ratio of the shard is the host's, the rest the device's (the
@@ -242,62 +316,30 @@ EnginePlan plan_engine(const EnginePlanInput& in) {
   if (!p.direct_grads)
     for (size_t i = 0; i < std::min<size_t>(3, sizes.size()); ++i) d.grad_scratch += round64(uint64_t(sizes[i]) * 4);
 
-  if (!pol.parameters) return p;
-  // Stage 3: the persistent sub-groups (whole), the gather arena (the prefetched units, or
-  // --max-live-params), hpZ's secondary partition and --offload-param's fetched shards.
-  p.persistent_offset.assign(lay.sub_groups().size(), -1);
-  int64_t persist = 0, persist_shard = 0;
-  for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-    if (lay.sub_groups()[g].persistent)
-      p.persistent_offset[g] = persist, persist += lay.sub_groups()[g].padded,
-      persist_shard += lay.sub_groups()[g].shard;
-  d.persistent = uint64_t(persist) * esz;
-  p.slack_elements = N * lay.align();
-  const uint64_t slack = uint64_t(p.slack_elements);
-  if (o.max_live_params > 0) {  // never more than every unit at once (DeepSpeed's 1e9 on a small model)
-    uint64_t every_unit = 0;
-    for (int64_t s : sizes) every_unit += round64((uint64_t(s) + slack) * esz);
-    d.gathered = std::min(uint64_t(o.max_live_params) * esz, every_unit);
-  } else {
-    for (size_t i = 0; i < std::min<size_t>(size_t(o.prefetch_depth) + 2, sizes.size()); ++i)
-      d.gathered += round64((uint64_t(sizes[i]) + slack) * esz);
-  }
-  const uint64_t need = round64((uint64_t(p.max_unit) + slack) * esz);
-  STRATA_CHECK(
-      d.gathered >= need,
-      "--max-live-params " + std::to_string(o.max_live_params) + " cannot hold the largest unit (" +
-          std::to_string(p.max_unit) + " parameters plus " + std::to_string(slack) + " of padding)",
-      "raise --max-live-params to at least " + std::to_string(need / esz) + ", or 0 to size it from --prefetch-depth");
-  if (p.hpz) {  // 1/K of each partitioned sub-group
-    p.secondary_offset.assign(lay.sub_groups().size(), -1);
-    int64_t secondary = 0;
-    for (size_t g = 0; g < lay.sub_groups().size(); ++g)
-      if (!lay.sub_groups()[g].persistent)
-        p.secondary_offset[g] = secondary, secondary += lay.sub_groups()[g].padded / o.hpz_partition_size;
-    d.secondary = uint64_t(secondary) * esz;
-  }
-  if (o.offload_param) {  // each gathered unit's shard pieces come host→device first
-    int64_t max_shard = 0;
-    for (const auto& gs : p.unit_groups)
-      if (!gs.empty())
-        max_shard = std::max(max_shard, lay.shard_offset(gs.back()) + lay.sub_groups()[size_t(gs.back())].shard -
-                                            lay.shard_offset(gs.front()));
-    const uint64_t in_flight = std::min<uint64_t>(uint64_t(o.prefetch_depth) + 2, p.unit_groups.size());
-    d.fetched = in_flight * round64(uint64_t(max_shard) * esz);
-    d.persistent_staging = uint64_t(persist_shard) * esz;
-    p.unit_fetch_runs.assign(p.unit_groups.size(), {});
-    for (size_t u = 0; u < p.unit_groups.size(); ++u)
-      for (int g : p.unit_groups[u]) {
-        if (lay.sub_groups()[size_t(g)].persistent) continue;
-        const int64_t a = lay.shard_offset(g), b = a + lay.sub_groups()[size_t(g)].shard;
-        auto& runs = p.unit_fetch_runs[u];
-        if (!runs.empty() && runs.back().second == a)
-          runs.back().second = b;
-        else
-          runs.emplace_back(a, b);
-      }
-    if (o.nvme) plan_param_cache(p, in.host_free);
-  }
+  if (pol.parameters) plan_stage3(p, in);
+  return p;
+}
+
+EnginePlan plan_frozen(const EnginePlanInput& in) {
+  const ZeroOptions& o = in.options;
+  STRATA_CHECK(o.stage == 3, "frozen weights planned at stage " + std::to_string(o.stage),
+               "this is a bug in the caller: frozen weights are partitioned at stage 3 only");
+  STRATA_CHECK(o.hpz_partition_size == 1 || in.world == 1 || !o.offload_param,
+               "--hpz-partition-size with --offload-param",
+               "the secondary partition lives on the device beside gathered parameters; drop one of the two");
+  EnginePlan p;
+  p.frozen = true;
+  p.embedding_in_backward = in.embedding_in_backward;
+  plan_layout(p, in);
+  p.device.scalars = 0;
+  const uint64_t bytes = uint64_t(p.shard_elements()) * dtype_size(in.compute);
+  if (!o.offload_param)
+    p.device.compute_shard = bytes;
+  else if (!o.nvme)
+    p.host.compute = bytes;
+  else
+    p.host.nvme_bytes = (bytes + in.nvme_block - 1) / in.nvme_block * in.nvme_block;
+  plan_stage3(p, in);
   return p;
 }
 

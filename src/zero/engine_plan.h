@@ -29,6 +29,13 @@ struct EnginePlanInput {
   // Host RAM the engine may use (the host tier's budget left when it plans): what its other
   // host buffers leave of it becomes the parameter cache of --offload-param nvme.
   uint64_t host_free = UINT64_MAX;
+  // Weights that are not trained (the base under low-rank adapters), at stage 3: their
+  // compute-dtype shard (on the device, or with --offload-param in host RAM or on NVMe, as
+  // options.nvme says), the gathers and nothing else — no gradient, bucket or optimizer state.
+  bool frozen = false;
+  // Frozen weights: whether a backward reads unit 0 (the embedding learns nothing, so only a
+  // head tied to it does).
+  bool embedding_in_backward = true;
 };
 
 // Device buffers, in bytes (0: not allocated).
@@ -81,8 +88,10 @@ struct EnginePlan {
     return !runs.empty() && runs.back().second > cache_lo;
   }
 
-  bool direct_grads = false;         // stages 0-1 in f32: the model writes the full gradients itself
-  int64_t bucket_slot_elements = 0;  // f32 elements per bucket slot
+  bool frozen = false;                // EnginePlanInput::frozen
+  bool embedding_in_backward = true;  // EnginePlanInput::embedding_in_backward
+  bool direct_grads = false;          // stages 0-1 in f32: the model writes the full gradients itself
+  int64_t bucket_slot_elements = 0;   // f32 elements per bucket slot
   int bucket_slots = 1;
   std::vector<int64_t> persistent_offset;  // stage 3: per sub-group, into the persistent buffer (-1: none)
   std::vector<int64_t> secondary_offset;   // hpZ: per sub-group, into the secondary partition (-1: none)
@@ -97,6 +106,8 @@ struct EnginePlan {
   int64_t unit_shard_begin(int unit) const;
   int64_t unit_shard_end(int unit) const;
   uint64_t device_bytes() const { return device.total(); }
+  // Frozen weights with --offload-param cpu keep their shard in host.compute; on NVMe their
+  // file is host.nvme_bytes.
   uint64_t host_bytes() const { return host.host_bytes(); }
   uint64_t nvme_bytes() const { return host.nvme_bytes; }
 };

@@ -19,11 +19,9 @@ OffloadPipeline::OffloadPipeline(Backend& backend, tier::TierManager& tiers, con
   for (int i = 0; i < 2; ++i) out_done_.push_back(be_.make_event());
   for (int i = 0; i < tiers_.staging().count(); ++i) stage_ev_.push_back(be_.make_event());
   stage_task_.assign(size_t(tiers_.staging().count()), {});
-  if (plan.host.param_cache > 0) {
-    // Not page-locked: it can be most of the host budget, and it is only a copy's source.
-    param_cache_ = tiers.allocate(Tier::host, plan.host.param_cache, "host:param_cache");
-    cache_loaded_.assign(plan.unit_groups.size(), 0);
-  }
+  if (plan.device.fetched > 0)  // --offload-param: the parameters are read where the optimizer keeps them
+    fetch_ = std::make_unique<ParamFetch>(
+        backend, tiers, plan, [this](int64_t lo, int64_t hi, void* dst) { host_.read_compute(lo, hi, dst); }, stats);
 }
 
 void OffloadPipeline::begin_step(const StepPlan& plan) {
@@ -31,11 +29,7 @@ void OffloadPipeline::begin_step(const StepPlan& plan) {
   speculated_ = false;
   // Last step's update changed every parameter: the cache is read anew (the drive's copy is
   // the committed one, so a failed step leaves nothing stale behind either).
-  std::fill(cache_loaded_.begin(), cache_loaded_.end(), 0);
-}
-
-char* OffloadPipeline::cache_at(int64_t shard_offset) const {
-  return static_cast<char*>(param_cache_.data()) + size_t(shard_offset - plan_.cache_lo) * dtype_size(plan_.compute);
+  if (fetch_) fetch_->invalidate_cache();
 }
 
 // The engine's host thread takes a staging buffer for a chunk or a fetch; the wait (every
@@ -175,43 +169,7 @@ void OffloadPipeline::skip() {
   ++stats_.speculative_discards;
 }
 
-void OffloadPipeline::fetch_to_device(int unit, int64_t lo, int64_t hi, void* dst) {
-  tier::TierManager& tm = tiers_;
-  const size_t esz = dtype_size(plan_.compute);
-  if (unit >= 0 && hi > plan_.cache_lo && plan_.unit_cached(unit)) {
-    // The part in the cache: from the drive into it once a step, the unit's whole range in
-    // one read (in h2d stream order, so every later copy out of it follows the read), then
-    // straight from it, no staging.
-    const int64_t c = std::max(lo, plan_.cache_lo);
-    if (!cache_loaded_[size_t(unit)]) {
-      tm.h2d().launch_host([this, unit] {
-        const int64_t a = std::max(plan_.unit_shard_begin(unit), plan_.cache_lo);
-        host_.read_compute(a, plan_.unit_shard_end(unit), cache_at(a));
-      });
-      cache_loaded_[size_t(unit)] = 1;
-    }
-    be_.copy_async(static_cast<char*>(dst) + size_t(c - lo) * esz, cache_at(c), size_t(hi - c) * esz, tm.h2d());
-    tm.count(tier::Edge::h2d, size_t(hi - c) * esz);
-    hi = c;  // the rest (a unit the cache holds in part) through the staging buffers
-  }
-  const int64_t al = plan_.layout.align();
-  const int64_t per = std::max<int64_t>(al, int64_t(tm.staging().buffer_bytes() / esz) / al * al);
-  for (int64_t a = lo; a < hi; a += per) {
-    const int64_t b = std::min(hi, a + per);
-    const int s = acquire_staging();
-    StageTask& task = stage_task_[size_t(s)];
-    task = {};
-    task.lo = a, task.hi = b;
-    tm.h2d().launch_host([this, s] {
-      const StageTask& t = stage_task_[size_t(s)];
-      host_.read_compute(t.lo, t.hi, tiers_.staging().data(s));
-    });
-    be_.copy_async(static_cast<char*>(dst) + size_t(a - lo) * esz, tm.staging().data(s), size_t(b - a) * esz, tm.h2d());
-    tm.count(tier::Edge::h2d, size_t(b - a) * esz);
-    tm.h2d().record(*stage_ev_[size_t(s)]);
-    tm.staging().release_after(s, *stage_ev_[size_t(s)]);
-  }
-}
+void OffloadPipeline::fetch_to_device(int unit, int64_t lo, int64_t hi, void* dst) { fetch_->fetch(unit, lo, hi, dst); }
 
 void OffloadPipeline::wait() {
   count_blocked(stats_, [&] {

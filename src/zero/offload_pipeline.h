@@ -17,6 +17,7 @@
 #include "tier/tier_manager.h"
 #include "zero/engine_plan.h"
 #include "zero/host_optimizer.h"
+#include "zero/param_fetch.h"
 #include "zero/zero_stats.h"
 
 namespace strata::zero {
@@ -53,9 +54,7 @@ class OffloadPipeline {
   // An overflowed step: the speculative copy-out is undone.
   void skip();
   // --offload-param: compute-dtype parameters of shard [lo, hi) from the host to device
-  // memory at dst through the staging buffers, on the h2d stream. unit: the unit whose shard
-  // range holds [lo, hi) (-1: the persistent slices); the part in the parameter cache comes
-  // from there, the unit's cached range read from the drive on its first fetch of the step.
+  // memory at dst (ParamFetch::fetch); the cache is read anew each step.
   void fetch_to_device(int unit, int64_t lo, int64_t hi, void* dst);
   // The host side's queued work done (copies, CPU Adam); flush() also puts its NVMe writes
   // on the drive.
@@ -65,12 +64,11 @@ class OffloadPipeline {
   void quiesce();
 
  private:
-  struct StageTask {         // what the host work on a staging buffer does (the buffer's until its release)
-    int chunk = 0;           // offload: the chunk
-    int64_t lo = 0, hi = 0;  // fetch: the shard range read into the buffer
-    bool first = false;      // accumulate: the step's first micro-batch overwrites
-    bool restore = false;    // update: restore the committed copy-out instead (overflow)
-    StepPlan plan;           // update: lr, grad scale, t
+  struct StageTask {       // what the host work on a staging buffer does (the buffer's until its release)
+    int chunk = 0;         // offload: the chunk
+    bool first = false;    // accumulate: the step's first micro-batch overwrites
+    bool restore = false;  // update: restore the committed copy-out instead (overflow)
+    StepPlan plan;         // update: lr, grad scale, t
   };
   int acquire_staging();
   void* device_params_at(int64_t shard_offset) const;
@@ -93,11 +91,7 @@ class OffloadPipeline {
   int out_slot_ = 0;
   std::vector<std::unique_ptr<Event>> stage_ev_;  // per staging buffer, reused per use
   std::vector<StageTask> stage_task_;             // per staging buffer
-  // --offload-param nvme: the plan's cached units' shard ranges in host RAM (at shard offset
-  // plan.cache_lo), and per unit whether this step's read into it has been enqueued.
-  Buffer param_cache_;
-  std::vector<char> cache_loaded_;
-  char* cache_at(int64_t shard_offset) const;
+  std::unique_ptr<ParamFetch> fetch_;             // --offload-param
 };
 
 }  // namespace strata::zero

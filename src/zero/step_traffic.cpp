@@ -4,7 +4,45 @@
 
 namespace strata::zero {
 
+namespace {
+
+// Frozen weights: nothing goes down and nothing is written. Each micro-batch fetches each
+// unit's partitioned slices in forward and again in backward, but the embedding in backward
+// only when the head is tied to it; the persistent slices were fetched once, when the run
+// began. On NVMe the cache holds its units for the whole run, so a step reads from the drive
+// only what lies below it. The bound: what the host budget cannot hold is read on every use,
+// the budget holding the most-read units first.
+StepTraffic frozen_traffic(const EnginePlan& p, int micro_batches) {
+  StepTraffic t;
+  if (p.device.fetched == 0) return t;  // on the device
+  const uint64_t esz = dtype_size(p.compute), micro = uint64_t(std::max(micro_batches, 1));
+  const bool nvme = p.host.nvme_bytes > 0;
+  uint64_t reads[2] = {0, 0};  // elements read once and twice per micro-batch
+  for (int u = 0; u < int(p.unit_groups.size()); ++u) {
+    const bool twice = u != 0 || p.embedding_in_backward;
+    const uint64_t uses = micro * (twice ? 2 : 1);
+    const bool cached = nvme && p.unit_cached(u);
+    for (const auto& [a, b] : p.unit_fetch_runs[size_t(u)]) {
+      t.h2d += uses * uint64_t(b - a) * esz;
+      reads[twice] += uint64_t(b - a);
+      const int64_t below = cached ? std::clamp(p.cache_lo, a, b) : b;
+      if (nvme) t.n2h += uses * uint64_t(below - a) * esz;
+    }
+  }
+  t.min_h2d = t.h2d;
+  if (!nvme) return t;
+  uint64_t room = p.cache_room / esz;
+  const uint64_t held2 = std::min(room, reads[1]);
+  room -= held2;
+  const uint64_t held1 = std::min(room, reads[0]);
+  t.min_n2h = esz * micro * (2 * (reads[1] - held2) + (reads[0] - held1));
+  return t;
+}
+
+}  // namespace
+
 StepTraffic step_traffic(const EnginePlan& p, int micro_batches) {
+  if (p.frozen) return frozen_traffic(p, micro_batches);
   StepTraffic t;
   if (p.chunks.empty()) return t;  // nothing offloaded
   const uint64_t esz = dtype_size(p.compute), micro = uint64_t(std::max(micro_batches, 1)), passes = 2 * micro;

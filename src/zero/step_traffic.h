@@ -23,6 +23,7 @@ struct StepTraffic {
   uint64_t min_d2h = 0, min_h2d = 0, min_n2h = 0, min_h2n = 0;
 };
 
+// A frozen plan (EnginePlan::frozen) moves only its fetches: h2d and, on NVMe, n2h.
 // micro_batches: --grad-accum. A step whose speculative update (if any) stands: a redo
 // after clipping adds a second update's bytes, which --speculative-step auto avoids on NVMe.
 StepTraffic step_traffic(const EnginePlan& plan, int micro_batches);

@@ -50,6 +50,7 @@
 #include "zero/defaults.h"
 #include "zero/device_master.h"
 #include "zero/engine_plan.h"
+#include "zero/frozen_params.h"
 #include "zero/gradient_reducer.h"
 #include "zero/host_optimizer.h"
 #include "zero/offload_pipeline.h"
@@ -95,6 +96,20 @@ class ZeroEngine final : public UnitHooks {
   // (never the whole model at once); the model's compute copy is then filled from it.
   // With `init`, the master comes from it instead (imported weights, a checkpoint).
   void attach(UnitModel& model, ModelBuffers buffers, uint64_t seed, const FlatSource* init = nullptr);
+
+  // Stage 3 with weights that are not trained (the base under low-rank adapters, a second
+  // UnitModel in the same units as the trained one): partitions them in the compute dtype, on
+  // the device or, with `offload`, in host RAM or on NVMe (`nvme`), and gathers each unit
+  // before its use as the trained parameters are (FrozenParams). fill(u, dst): unit u's f32
+  // weights. After attach, so that the NVMe parameter cache takes what the host budget leaves.
+  struct FrozenPlacement {
+    bool offload = false;               // --offload-param: the shard in host RAM (or on NVMe)
+    bool nvme = false;                  // on NVMe
+    bool embedding_in_backward = true;  // a backward reads unit 0 (a head tied to the embedding)
+  };
+  void attach_frozen(UnitModel& model, std::vector<ParamSpan> params, FrozenPlacement where,
+                     const std::function<void(int unit, float* dst)>& fill);
+  const FrozenParams* frozen() const { return frozen_.get(); }
 
   int stage() const { return opts_.stage; }
   DType grad_dtype() const { return grad_dtype_; }
@@ -153,6 +168,8 @@ class ZeroEngine final : public UnitHooks {
   size_t comm_buffer_bytes() const;      // buckets, scratch, gather arena, staging shards
   size_t host_bytes() const;             // host RAM held for offloaded states
   Stream* comm_stream() { return stream_.get(); }
+  // The swap files this rank's states live in: the offloaded optimizer's, the frozen weights'.
+  std::vector<const io::NvmeFile*> nvme_files() const;
   HostOptimizer* host_optimizer() { return host_.get(); }
 
  private:
@@ -203,6 +220,7 @@ class ZeroEngine final : public UnitHooks {
   // Stage 3: the working parameters (gathers, prefetch, release, persistence, hpZ).
   std::unique_ptr<Communicator> hpz_comm_;  // hpZ: the group's communicator
   std::unique_ptr<ParamCoordinator> params_;
+  std::unique_ptr<FrozenParams> frozen_;  // stage 3's frozen weights (attach_frozen)
 
   // Offload: the host part [plan_.host_begin, shard) of this rank's optimizer, and the
   // pipeline that moves its chunks and runs its updates.

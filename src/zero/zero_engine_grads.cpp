@@ -15,6 +15,7 @@ void ZeroEngine::begin_step(const StepPlan& plan) {
   be_.fill_zero(scalars_.data(), scalars_.bytes(), be_.compute_stream());
   reducer_->begin_step();
   if (params_) params_->begin_step();
+  if (frozen_) frozen_->begin_step();
 }
 
 void ZeroEngine::begin_micro(int i, int n) { reducer_->begin_micro(i == n - 1); }

@@ -40,10 +40,9 @@ void ZeroEngine::skip_step() {
 
 void ZeroEngine::finish_step() {
   // Gathered parameters are stale after the update (and unneeded after a skipped one).
-  if (params_) {
-    drain();
-    params_->end_step();
-  }
+  if (params_ || frozen_) drain();
+  if (params_) params_->end_step();
+  if (frozen_) frozen_->end_step();
 }
 
 void ZeroEngine::publish_params() {
@@ -74,20 +73,36 @@ void ZeroEngine::publish_params() {
 
 void ZeroEngine::begin_eval() {
   if (params_) params_->begin_eval();
+  if (frozen_) frozen_->begin_eval();
 }
 
 void ZeroEngine::end_eval() {
-  if (!params_) return;
+  if (!params_ && !frozen_) return;
   drain();
-  params_->end_eval();
+  if (params_) params_->end_eval();
+  if (frozen_) frozen_->end_eval();
 }
 
 void ZeroEngine::begin_pass() {
   if (params_) params_->begin_pass();
+  if (frozen_) frozen_->begin_pass();
 }
 
 void ZeroEngine::acquire_params(int unit) {
+  if (frozen_) frozen_->acquire(unit);
   if (params_) params_->acquire(unit);
+}
+
+void ZeroEngine::attach_frozen(UnitModel& model, std::vector<ParamSpan> params, FrozenPlacement where,
+                               const std::function<void(int unit, float* dst)>& fill) {
+  STRATA_CHECK(policy_.parameters && model_, "ZeroEngine::attach_frozen at stage " + std::to_string(opts_.stage),
+               "this is a bug in the caller: frozen weights are partitioned at stage 3, after attach");
+  ZeroOptions o = opts_;
+  o.offload_optimizer = false, o.offload_param = where.offload, o.nvme = where.offload && where.nvme;
+  o.hpz_partition_size = 1;
+  frozen_ =
+      std::make_unique<FrozenParams>(be_, distributed() ? comm_ : nullptr, o, tiers_, cs(), stream_ != nullptr, stats_);
+  frozen_->attach(model, std::move(params), buf_.compute_dtype, where.embedding_in_backward, fill);
 }
 
 // ---------------------------------------------------------------- tests, export, accounting
