@@ -217,6 +217,9 @@ PY
       fail "stage 3, resume: $(cat "$tmp/err")"
     [[ "$(log_lines "$tmp/s3")" == "$(log_lines "$tmp/s3r")" ]] || fail "stage 3, resumed: $(log_lines "$tmp/s3r")"
     expect_error 1 "holds adapters" -- "${run[@]}" --lora-rank 8 --micro-batch 2 --steps 9 --resume --out "$tmp/res"
+    # Other frozen weights (the seed's, not the directory's): their checksum is not the checkpoint's.
+    expect_error 1 "are not those the checkpoint's adapters were trained on" -- "${run[@]}" --micro-batch 2 --steps 9 \
+      --resume --init random --out "$tmp/res"
     expect_error 1 "adapters are written as a directory" -- export "$tmp/res" --out "$tmp/x.safetensors"
     # PEFT's adapter directory: its names and shapes; where a Python has peft, PeftModel loads it
     # over the base and gives the loss Strata's last evaluation gave.

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <xxhash.h>
 
 #include "backend/device.h"
 #include "backend/device_comm.h"
@@ -174,27 +175,29 @@ void TrainingRun::open_lora_model() {
   model = make_model(spec, *backend, opts.micro_batch, opts.seq_len, opts.precision, storage, engine->hooks());
   auto* t = dynamic_cast<Transformer*>(model.get());
   STRATA_CHECK(t, "low-rank adapters on a model that is not a Transformer", "this is a bug");
-  // Unit u's f32 weights, from the model directory or the seed.
+  // Unit u's f32 weights, from the model directory or the seed, in unit order; their checksum
+  // (XXH64 of the values) is the base a checkpoint's adapters were trained on.
+  XXH64_state_t* hash = XXH64_createState();
+  STRATA_CHECK(hash, "out of memory for a checksum state", "free host memory");
+  XXH64_reset(hash, 0);
   const auto fill = [&](int u, float* dst) {
     if (imported)
       imported->read(model->unit_begin(u), model->unit_count(u), dst);
     else
       model->init_unit(u, opts.seed, dst);
+    XXH64_update(hash, dst, size_t(model->unit_count(u)) * 4);
   };
-  if (partitioned) {
-    // Attached after the adapters (below), so the NVMe parameter cache takes what the host budget leaves.
-  } else if (model->owns_master()) {  // f32: the master is what runs
-    if (imported)
-      upload_flat(*imported, model->master_flat(), *backend);
-    else
-      model->init_weights(opts.seed);
-  } else {  // 16-bit: each unit made (or read) on the host in f32, rounded once, uploaded
+  if (!partitioned) {  // each unit made (or read) on the host in f32, rounded once (16-bit), uploaded
     std::vector<float> unit;
     std::vector<uint16_t> narrow;
     const size_t esz = dtype_size(opts.precision);
     for (int u = 0; u < model->num_units(); ++u) {
       unit.resize(size_t(model->unit_count(u)));
       fill(u, unit.data());
+      if (model->owns_master()) {  // f32: the master is what runs
+        backend->upload(model->master_flat().as<float>() + model->unit_begin(u), unit.data(), unit.size() * 4);
+        continue;
+      }
       narrow.resize(unit.size());
       host::convert_from_f32(narrow.data(), opts.precision, unit.data(), unit.size());
       backend->upload(static_cast<char*>(model->compute_flat().data) + size_t(model->unit_begin(u)) * esz,
@@ -215,11 +218,26 @@ void TrainingRun::open_lora_model() {
   }
   attach_engine(ad, p.specs(), p.owns_master() ? p.master_flat() : TensorView{},
                 p.owns_params() ? p.compute_flat() : TensorView{}, init);
+  // At stage 3 attached after the adapters, so the NVMe parameter cache takes what the host
+  // budget leaves.
   if (partitioned)
     engine->attach_frozen(*model, param_spans(model->param_specs()),
                           {opts.offload_param != zero::OffloadTier::none, opts.offload_param == zero::OffloadTier::nvme,
                            spec.head_is_embedding()},
                           fill);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(hash));
+  XXH64_freeState(hash);
+  base_checksum = hex;
+  if (checkpoint && checkpoint->manifest().run.contains("lora")) {
+    const nlohmann::json& saved = checkpoint->manifest().run["lora"];
+    STRATA_CHECK(!saved.contains("base_checksum") || saved["base_checksum"] == base_checksum,
+                 "the frozen weights of " + model_path + " (checksum " + base_checksum +
+                     ") are not those the checkpoint's adapters were trained on (" +
+                     saved.value("base", std::string("?")) + ", checksum " +
+                     saved["base_checksum"].get<std::string>() + ")",
+                 "resume with the model the adapters were trained on, or start a fresh --out");
+  }
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
   if (engine->host_optimizer()) engine->host_optimizer()->set_faults(nvme_faults_);
 }
@@ -258,7 +276,9 @@ void TrainingRun::save_checkpoint(int64_t done_steps, int64_t applied, int64_t s
                      {"alpha", c.alpha},
                      {"dropout", c.dropout},
                      {"targets", opts.lora_targets},
-                     {"init", option_value(opts, "lora-init")}};
+                     {"init", option_value(opts, "lora-init")},
+                     {"base", std::filesystem::absolute(model_path).string()},
+                     {"base_checksum", base_checksum}};
   }
   // The model directory a run started from: `strata export` copies its tokenizer files,
   // generation_config.json and special token ids into the exported model.

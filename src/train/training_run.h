@@ -67,6 +67,9 @@ class TrainingRun {
   std::unique_ptr<tier::HostActivationStore> activations;  // --offload-activations cpu
   std::unique_ptr<Model> model;
   LrSchedule schedule;
+  // With --lora-rank: the XXH64 of the frozen weights' f32 values in unit order, as hex;
+  // checkpoints record it, and a resume over other weights is refused.
+  std::string base_checksum;
 
   // A checkpoint after `done_steps` steps, with the step loop's state (updates applied,
   // samples consumed, the loss scaler): every rank writes its partition, rank 0 the manifest.
