@@ -21,6 +21,14 @@ same_evals() { paste -d' ' <(evals "$1") <(evals "$2") | awk '
   { n++; if ($1 != $4 || $3 != $6) exit 1; d = $2 - $5; if (d < 0) d = -d; if (d > 1e-6 * $2) exit 1 }
   END { exit !(n > 0) }'; }
 
+# Whether two runs logged the same steps: losses to 1e-6; the grad norm, whose square sum runs
+# in another order on other rank counts, to 1e-5 as cli.pack takes it.
+close() { paste -d' ' <(log_lines "$1") <(log_lines "$2") | awk '
+  { n++; for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); tol = $i ~ /grad_norm/ ? 1e-5 : 1e-6;
+    sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
+    if (d > tol * (a < 0 ? -a : a) + 1e-9) exit 1 } }
+  END { exit !(n > 0) }'; }
+
 case $case_name in
   eval)
     # --eval-fraction with --eval-every: metrics.jsonl, the progress and closing lines and
@@ -190,12 +198,6 @@ got = [json.loads(l)["loss"] for l in open(sys.argv[2])]
 print(f"first {got[0]:.8f} (base {base:.8f}), last {got[-1]:.6f}")
 sys.exit(0 if abs(got[0] - base) < 1e-6 * base and got[-1] < got[0] - 0.02 else 1)
 PY
-    # Losses to 1e-6; the grad norm, whose square sum runs in another order on other rank
-    # counts, to 1e-5 as cli.pack takes it.
-    close() { paste -d' ' <(log_lines "$1") <(log_lines "$2") | awk '
-      { for (i = 2; i <= 4; i++) { a = $i; b = $(i + 4); tol = $i ~ /grad_norm/ ? 1e-5 : 1e-6;
-        sub(/.*:/, "", a); sub(/.*:/, "", b); d = a - b; if (d < 0) d = -d;
-        if (d > tol * (a < 0 ? -a : a) + 1e-9) exit 1 } }'; }
     # Stage 3 partitions the frozen weights too: on the device, in host RAM, on NVMe.
     for args in "2 --zero-stage 1" "2 --zero-stage 2" "2 --zero-stage 1 --offload-optimizer cpu" \
       "2 --zero-stage 3 --param-persistence-threshold 0" \
@@ -273,6 +275,74 @@ PY
     expect_error 2 "\-\-offload-param cpu with \-\-lora-rank at \-\-zero-stage 2" -- "${run[@]}" --zero-stage 2 \
       --offload-param cpu --offload-optimizer cpu --out "$tmp/bad"
     echo "ok: $(log_lines "$tmp/one" | tail -1)" ;;
+  lora_peft)
+    # PEFT's own adapters (tests/fixtures/peft, made by peft over the tiny Llama 2 and Qwen2.5 of
+    # hf-families-tf5): started from adapter_init with --lora-adapter, 5 AdamW steps give peft +
+    # torch's losses (to 1e-4, as full fine-tuning's parity in cli.hf_families) and
+    # adapter_after's weights (each tensor to 1e-3 in relative L2); the same losses at every
+    # stage on 1 to 4 ranks (every sample is the same sequence), with the frozen weights
+    # partitioned on the device, in host RAM and on NVMe, and across a resume.
+    for fam in llama2 qwen2; do
+      fx="$src/tests/fixtures/hf-families-tf5/$fam" pf="$src/tests/fixtures/peft/$fam"
+      run=(train --model "$fx" --data "$fx/train.jsonl" --lora-adapter "$pf/adapter_init" --steps 5 --seq-len 16
+           --micro-batch 1 --lr 2e-3 --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95
+           --eps 1e-8 --grad-clip 0 --log-every 1)
+      "$bin" "${run[@]}" --save-every 5 --out "$tmp/$fam" 2>"$tmp/err" || fail "$fam: $(cat "$tmp/err")"
+      "$bin" export "$tmp/$fam" --out "$tmp/$fam/adapter" >/dev/null 2>"$tmp/err" || fail "$fam, export: $(cat "$tmp/err")"
+      /usr/bin/python3 - "$pf" "$tmp/$fam" <<'PY' || fail "$fam: the adapters do not train as peft + torch's"
+import json, math, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header, data = json.loads(raw[8:8 + n]), raw[8 + n:]
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        assert v["dtype"] == "F32", (k, v["dtype"])
+        a, b = v["data_offsets"]
+        out[k] = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
+    return out
+want = json.load(open(sys.argv[1] + "/train.json"))["losses"]
+got = [json.loads(l)["loss"] for l in open(sys.argv[2] + "/metrics.jsonl")]
+loss_rel = max(abs(g - w) / w for g, w in zip(got, want))
+theirs = tensors(sys.argv[1] + "/adapter_after/adapter_model.safetensors")
+ours = tensors(sys.argv[2] + "/adapter/adapter_model.safetensors")
+assert set(theirs) == set(ours), sorted(set(theirs) ^ set(ours))
+w_rel = max(math.sqrt(sum((x - y) ** 2 for x, y in zip(ours[k], theirs[k])) / sum(y * y for y in theirs[k]))
+            for k in theirs)
+print(f"losses to {loss_rel:.1e}, adapters to {w_rel:.1e} (relative L2, the worst of {len(ours)} tensors)")
+sys.exit(0 if len(got) == len(want) and loss_rel < 1e-4 and w_rel < 1e-3 else 1)
+PY
+      s3=(--zero-stage 3 --param-persistence-threshold 0)
+      for args in "2 --zero-stage 1" "3 --zero-stage 2 --offload-optimizer cpu" "4 ${s3[*]}" \
+        "1 ${s3[*]} --offload-param cpu --offload-optimizer cpu" \
+        "2 ${s3[*]} --offload-param nvme --nvme-path $tmp --offload-optimizer cpu"; do
+        mpi ${args%% *} "$bin" "${run[@]}" ${args#* } --out "$tmp/r" >/dev/null 2>"$tmp/err" ||
+          fail "$fam, $args: $(tail -3 "$tmp/err")"
+        close "$tmp/$fam" "$tmp/r" || fail "$fam, $args: $(log_lines "$tmp/r") against 1 rank: $(log_lines "$tmp/$fam")"
+        rm -rf "$tmp/r"
+      done
+      "$bin" "${run[@]}" "${s3[@]}" --steps 3 --save-every 3 --out "$tmp/res" >/dev/null 2>&1 || fail "$fam: first half"
+      "$bin" "${run[@]}" "${s3[@]}" --save-every 3 --resume --out "$tmp/res" >/dev/null 2>"$tmp/err" ||
+        fail "$fam, resume: $(cat "$tmp/err")"
+      close "$tmp/$fam" "$tmp/res" || fail "$fam, resumed: $(log_lines "$tmp/res")"
+      rm -rf "$tmp/res"
+    done
+    # The errors: a rank the adapter does not have; an adapter_config.json whose r is not its
+    # tensors'; what Strata does not train (DoRA).
+    fx="$src/tests/fixtures/hf-families-tf5/llama2" pf="$src/tests/fixtures/peft/llama2"
+    bad=(train --model "$fx" --data "$fx/train.jsonl" --seq-len 16 --steps 1 --out "$tmp/bad")
+    expect_error 2 "\-\-lora-rank 8 with \-\-lora-adapter" -- "${bad[@]}" --lora-adapter "$pf/adapter_init" --lora-rank 8
+    for edit in 'c["r"] = 8' 'c["use_dora"] = True'; do
+      mkdir -p "$tmp/edited" && cp "$pf/adapter_init/"* "$tmp/edited/"
+      /usr/bin/python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $edit; json.dump(c, open(sys.argv[1], 'w'))" \
+        "$tmp/edited/adapter_config.json"
+      code=1 want="lora_A.weight is F32 \[4, 32\], the model's adapter is F32/BF16/F16 \[8, 32\]"
+      [[ $edit == *dora* ]] && code=2 want="use_dora is true"
+      expect_error $code "$want" -- "${bad[@]}" --lora-adapter "$tmp/edited"
+    done
+    echo "ok" ;;
   plot)
     # strata plot: a finished run with validation and offload, a run still writing (its last
     # line cut short), and the errors.

@@ -17,6 +17,7 @@
 #include "core/text_file.h"
 #include "model/model_spec.h"
 #include "train/option_registry.h"
+#include "train/peft_import.h"
 #include "train/run_summary.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -107,6 +108,7 @@ int train_main(int argc, char** argv) {
   try {
     for (const TrainOption& d : train_options())
       d.set(t, d.flag ? (r.count(d.name) ? "true" : "false") : r[d.name].as<std::string>());
+    if (!t.lora_adapter.empty()) apply_peft_adapter_config(t.lora_adapter, t);
     validate_options(t);       // every range, in one place
     resolve_device(t.device);  // cuda where this build or machine lacks it: say which, now
     peak_tflops = parse_double(r["peak-tflops"].as<std::string>(), "--peak-tflops");

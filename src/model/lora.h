@@ -50,8 +50,8 @@ std::vector<LoraTarget> lora_targets(const ModelSpec& spec, const LoraConfig& lo
 std::vector<std::string> lora_module_names(const ModelSpec& spec);
 
 // The adapters' unit-major table: per target, A [r, in] then B [out, r], in the target's
-// layer's unit (1 + layer); no weight decay unless asked (PEFT trains them with the
-// optimizer's decay: `decay`).
+// layer's unit (1 + layer); `decay`: whether --weight-decay applies (a run's adapters take it,
+// as torch.optim.AdamW over PEFT's trainable parameters and Hugging Face's Trainer do).
 std::vector<ParamSpec> lora_layout(const std::vector<LoraTarget>& targets, int rank, bool decay);
 
 }  // namespace strata

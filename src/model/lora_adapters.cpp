@@ -11,7 +11,7 @@ LoraAdapters::LoraAdapters(Backend& backend, std::vector<LoraTarget> targets, Lo
                            int64_t rows, DType compute_dtype, UnitParams::Own own)
     : cfg_(std::move(config)),
       targets_(std::move(targets)),
-      params_(backend, lora_layout(targets_, cfg_.rank, false), units, compute_dtype, own, "lora"),
+      params_(backend, lora_layout(targets_, cfg_.rank, true), units, compute_dtype, own, "lora"),
       rows_(rows) {
   const Widest w = widest(targets_);
   const size_t e = dtype_size(compute_dtype);

@@ -35,7 +35,7 @@ std::vector<PlanRow> make_lora_plan(const PlanInput& in) {
   std::vector<zero::ParamSpan> adapters;
   std::vector<int64_t> adapter_units(size_t(units), 0);
   int64_t off = 0;
-  for (const ParamSpec& s : lora_layout(targets, in.lora.rank, false)) {
+  for (const ParamSpec& s : lora_layout(targets, in.lora.rank, true)) {
     adapters.push_back({s.name, s.unit, off, s.shape.numel(), false, s.weight_decay});
     off += s.shape.numel();
     adapter_units[size_t(s.unit)] += s.shape.numel();

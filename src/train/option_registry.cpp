@@ -295,6 +295,10 @@ std::vector<TrainOption> make_options() {
   v.push_back(choice("lora-init", &O::lora_init,
                      "how A starts (B starts at zero): default (PEFT's Kaiming-uniform) | gaussian (N(0, 1/r))",
                      {{"default", LoraInit::kaiming}, {"gaussian", LoraInit::gaussian}}, "lora.init_lora_weights"));
+  v.push_back(text("lora-adapter", &O::lora_adapter,
+                   "start the adapters from this PEFT adapter directory (adapter_config.json and "
+                   "adapter_model.safetensors): its r, lora_alpha, lora_dropout and target_modules set the --lora-* "
+                   "options"));
   v.push_back(integer("zero-stage", &O::zero_stage,
                       "ZeRO stage: 0 replicated, 1 +optimizer states, 2 +gradients, 3 +parameters partitioned (under "
                       "mpirun)",

@@ -85,6 +85,7 @@ struct LoraOptions {
   double lora_dropout = 0;
   std::string lora_targets;  // comma-separated module names or all-linear; "": the family's PEFT default
   LoraInit lora_init = LoraInit::kaiming;
+  std::string lora_adapter;  // a PEFT adapter directory the adapters start from ("": lora_init)
   bool lora() const { return lora_rank > 0; }
   LoraConfig lora_config() const;
 };

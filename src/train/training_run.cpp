@@ -1,8 +1,9 @@
 #include "train/training_run.h"
 
+#include <xxhash.h>
+
 #include <cstdio>
 #include <filesystem>
-#include <xxhash.h>
 
 #include "backend/device.h"
 #include "backend/device_comm.h"
@@ -13,6 +14,7 @@
 #include "model/model_factory.h"
 #include "model/transformer.h"
 #include "train/option_registry.h"
+#include "train/peft_import.h"
 #include "train/resume.h"
 #include "train/train_setup.h"
 
@@ -208,7 +210,11 @@ void TrainingRun::open_lora_model() {
   t->attach_lora(lora_targets(spec, lora), lora,
                  {engine->model_owns_params(), engine->model_owns_master(opts.precision), false});
   LoraAdapters& ad = *t->lora();
-  const FlatSource* init = checkpoint ? &checkpoint->source(0) : nullptr;
+  // Where the adapters start: the checkpoint's, a PEFT adapter's (--lora-adapter), or the seed's.
+  std::unique_ptr<PeftAdapterWeights> adapter;
+  if (!checkpoint && !opts.lora_adapter.empty())
+    adapter = std::make_unique<PeftAdapterWeights>(opts.lora_adapter, spec, ad.targets(), lora.rank);
+  const FlatSource* init = checkpoint ? &checkpoint->source(0) : adapter.get();
   UnitParams& p = ad.params();
   if (p.owns_master() && init) {
     upload_flat(*init, p.master_flat(), *backend);
@@ -234,8 +240,8 @@ void TrainingRun::open_lora_model() {
     STRATA_CHECK(!saved.contains("base_checksum") || saved["base_checksum"] == base_checksum,
                  "the frozen weights of " + model_path + " (checksum " + base_checksum +
                      ") are not those the checkpoint's adapters were trained on (" +
-                     saved.value("base", std::string("?")) + ", checksum " +
-                     saved["base_checksum"].get<std::string>() + ")",
+                     saved.value("base", std::string("?")) + ", checksum " + saved["base_checksum"].get<std::string>() +
+                     ")",
                  "resume with the model the adapters were trained on, or start a fresh --out");
   }
   if (checkpoint) engine->load_moments(checkpoint->source(1), checkpoint->source(2));
