@@ -223,6 +223,9 @@ PY
     expect_error 1 "are not those the checkpoint's adapters were trained on" -- "${run[@]}" --micro-batch 2 --steps 9 \
       --resume --init random --out "$tmp/res"
     expect_error 1 "adapters are written as a directory" -- export "$tmp/res" --out "$tmp/x.safetensors"
+    "$bin" "${run[@]}" --lora-rank 0 --micro-batch 2 --steps 1 --save-every 1 --out "$tmp/full" >/dev/null 2>&1 ||
+      fail "a run without adapters"
+    expect_error 2 "\-\-merge: .* holds no adapters" -- export "$tmp/full" --merge --out "$tmp/x"
     # PEFT's adapter directory: its names and shapes; where a Python has peft, PeftModel loads it
     # over the base and gives the loss Strata's last evaluation gave.
     "$bin" "${run[@]}" --micro-batch 2 --steps 3 --save-every 3 --eval-data "$fx/train.jsonl" --out "$tmp/pe" \
@@ -287,7 +290,8 @@ PY
       run=(train --model "$fx" --data "$fx/train.jsonl" --lora-adapter "$pf/adapter_init" --steps 5 --seq-len 16
            --micro-batch 1 --lr 2e-3 --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95
            --eps 1e-8 --grad-clip 0 --log-every 1)
-      "$bin" "${run[@]}" --save-every 5 --out "$tmp/$fam" 2>"$tmp/err" || fail "$fam: $(cat "$tmp/err")"
+      "$bin" "${run[@]}" --save-every 5 --eval-data "$fx/train.jsonl" --out "$tmp/$fam" 2>"$tmp/err" ||
+        fail "$fam: $(cat "$tmp/err")"
       "$bin" export "$tmp/$fam" --out "$tmp/$fam/adapter" >/dev/null 2>"$tmp/err" || fail "$fam, export: $(cat "$tmp/err")"
       /usr/bin/python3 - "$pf" "$tmp/$fam" <<'PY' || fail "$fam: the adapters do not train as peft + torch's"
 import json, math, struct, sys
@@ -314,6 +318,35 @@ w_rel = max(math.sqrt(sum((x - y) ** 2 for x, y in zip(ours[k], theirs[k])) / su
 print(f"losses to {loss_rel:.1e}, adapters to {w_rel:.1e} (relative L2, the worst of {len(ours)} tensors)")
 sys.exit(0 if len(got) == len(want) and loss_rel < 1e-4 and w_rel < 1e-3 else 1)
 PY
+      # --merge: the whole model with the adapters folded in; its loss is the adapted model's
+      # (the last evaluation), and where a Python has peft, its weights are merge_and_unload()'s.
+      "$bin" export "$tmp/$fam" --merge --out "$tmp/$fam/merged" >/dev/null 2>"$tmp/err" ||
+        fail "$fam, --merge: $(cat "$tmp/err")"
+      "$bin" train --model "$tmp/$fam/merged" --data "$fx/train.jsonl" --steps 1 --seq-len 16 --micro-batch 1 \
+        --lr 1e-9 --out "$tmp/$fam/m1" >/dev/null 2>"$tmp/err" || fail "$fam, the merged model: $(cat "$tmp/err")"
+      /usr/bin/python3 - "$tmp/$fam" <<'PY' || fail "$fam: the merged model's loss is not the adapted model's"
+import json, sys
+want = [json.loads(l)["eval_loss"] for l in open(sys.argv[1] + "/metrics.jsonl") if "eval_loss" in l][-1]
+got = json.loads(open(sys.argv[1] + "/m1/metrics.jsonl").readline())["loss"]
+print(f"merged: loss {got:.9f}, the adapted model's {want:.9f}")
+sys.exit(0 if abs(got - want) < 1e-6 * want else 1)
+PY
+      IFS=: read -ra candidates <<<"${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}"
+      for py in "${candidates[@]}"; do
+        "$py" -c "import torch, transformers, peft" 2>/dev/null || continue
+        "$py" - "$fx" "$tmp/$fam/adapter" "$tmp/$fam/merged" <<'PY' || fail "$py: --merge is not PEFT's merge_and_unload"
+import sys
+import torch, peft
+from transformers import AutoModelForCausalLM
+base = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
+theirs = peft.PeftModel.from_pretrained(base, sys.argv[2]).merge_and_unload().state_dict()
+ours = AutoModelForCausalLM.from_pretrained(sys.argv[3], dtype=torch.float32).state_dict()
+assert set(theirs) == set(ours), sorted(set(theirs) ^ set(ours))
+worst = max(((ours[k] - theirs[k]).abs().max() / theirs[k].abs().max().clamp_min(1e-30)).item() for k in theirs)
+print(f"peft {peft.__version__}: merge_and_unload against --merge, worst tensor {worst:.1e}")
+sys.exit(0 if worst < 1e-6 else 1)
+PY
+      done
       s3=(--zero-stage 3 --param-persistence-threshold 0)
       for args in "2 --zero-stage 1" "3 --zero-stage 2 --offload-optimizer cpu" "4 ${s3[*]}" \
         "1 ${s3[*]} --offload-param cpu --offload-optimizer cpu" \

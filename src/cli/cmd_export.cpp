@@ -8,7 +8,9 @@
 #include "core/error.h"
 #include "core/parse.h"
 #include "model/hf_export.h"
+#include "model/hf_weights.h"
 #include "train/checkpoint.h"
+#include "train/lora_merge.h"
 #include "train/peft_export.h"
 
 namespace strata::cli {
@@ -27,7 +29,11 @@ int export_main(int argc, char** argv) {
       "model.safetensors.index.json)",
       cxxopts::value<std::string>())("dtype", "f32 | bf16 | f16", cxxopts::value<std::string>()->default_value("f32"))(
       "max-shard-size", "largest weight file in a directory export, as save_pretrained (5GB = 5e9 bytes; 2GiB)",
-      cxxopts::value<std::string>()->default_value("5GB"))("h,help", "show this help");
+      cxxopts::value<std::string>()->default_value("5GB"))(
+      "merge",
+      "an adapter checkpoint: write the whole model with the adapters merged into the weights they were trained on "
+      "(--source, default: the model directory the checkpoint records), instead of PEFT's adapter directory")(
+      "h,help", "show this help");
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
   cxxopts::ParseResult r;
@@ -59,7 +65,21 @@ int export_main(int argc, char** argv) {
   CheckpointReader ck(dir, nullptr);
   const ModelSpec spec = ModelSpec::from_json_text(ck.manifest().model.dump(), dir + "/manifest.json");
   const std::string out = r["out"].as<std::string>();
-  if (holds_adapters(ck.manifest())) {  // low-rank adapters: PEFT's adapter directory
+  std::string source = r["source"].as<std::string>();
+  if (source.empty() && ck.manifest().run.contains("model_dir") && ck.manifest().run["model_dir"].is_string())
+    source = ck.manifest().run["model_dir"].get<std::string>();
+  const bool merge = r.count("merge") > 0;
+  if (merge && !holds_adapters(ck.manifest())) return usage_error("export", "--merge: " + dir + " holds no adapters");
+  std::unique_ptr<HfWeights> base;
+  std::unique_ptr<LoraMerged> merged;
+  if (merge) {  // the base's weights plus the adapters, as one model
+    STRATA_CHECK(!source.empty() && is_hf_model_dir(source),
+                 "--merge: " + (source.empty() ? std::string("the checkpoint records no model directory")
+                                               : "'" + source + "' is not a Hugging Face model directory"),
+                 "give --source the model directory the run started from");
+    base = std::make_unique<HfWeights>(source, spec);
+    merged = std::make_unique<LoraMerged>(ck.manifest(), spec, *base, ck.source(0));
+  } else if (holds_adapters(ck.manifest())) {  // low-rank adapters: PEFT's adapter directory
     STRATA_CHECK(out.ends_with(".safetensors") == false,
                  "--out " + out +
                      ": adapters are written as a directory (adapter_config.json and "
@@ -70,10 +90,7 @@ int export_main(int argc, char** argv) {
                  (long long)ck.manifest().step, dir.c_str(), out.c_str(), dtype.c_str());
     return 0;
   }
-  export_hf(spec, ck.source(0), out, parse_dtype(dtype), max_shard);
-  std::string source = r["source"].as<std::string>();
-  if (source.empty() && ck.manifest().run.contains("model_dir") && ck.manifest().run["model_dir"].is_string())
-    source = ck.manifest().run["model_dir"].get<std::string>();
+  export_hf(spec, merged ? static_cast<const FlatSource&>(*merged) : ck.source(0), out, parse_dtype(dtype), max_shard);
   if (std::filesystem::is_directory(out) && !source.empty()) {
     try {
       for (const std::string& line : carry_model_files(source, out))
@@ -82,8 +99,8 @@ int export_main(int argc, char** argv) {
       return usage_error("export", e.what_failed() + " (" + e.hint() + ")");
     }
   }
-  std::fprintf(stderr, "strata export: step %lld of %s -> %s (%s)\n", (long long)ck.manifest().step, dir.c_str(),
-               out.c_str(), dtype.c_str());
+  std::fprintf(stderr, "strata export: step %lld of %s -> %s (%s%s)\n", (long long)ck.manifest().step, dir.c_str(),
+               out.c_str(), dtype.c_str(), merge ? ", the adapters merged" : "");
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "model/lora.h"
 #include "model/model_family.h"
+#include "train/lora_merge.h"
 #include "train/trainer.h"
 
 namespace strata {
@@ -18,10 +19,7 @@ bool holds_adapters(const CheckpointManifest& m) { return m.run.contains("lora")
 void export_peft(const CheckpointManifest& m, const FlatSource& adapters, const ModelSpec& spec, const std::string& dir,
                  DType dtype) {
   const nlohmann::json& l = m.run["lora"];
-  LoraOptions o;
-  o.lora_rank = l.value("rank", 0), o.lora_alpha = l.value("alpha", 8.0), o.lora_dropout = l.value("dropout", 0.0);
-  o.lora_targets = l.value("targets", std::string());
-  const LoraConfig cfg = o.lora_config();
+  const LoraConfig cfg = lora_config_of(m);
   const std::vector<LoraTarget> targets = lora_targets(spec, cfg);
   const std::vector<ParamSpec> layout = lora_layout(targets, cfg.rank, false);
   int64_t total = 0;
