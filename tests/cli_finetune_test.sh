@@ -226,6 +226,18 @@ PY
     "$bin" "${run[@]}" --lora-rank 0 --micro-batch 2 --steps 1 --save-every 1 --out "$tmp/full" >/dev/null 2>&1 ||
       fail "a run without adapters"
     expect_error 2 "\-\-merge: .* holds no adapters" -- export "$tmp/full" --merge --out "$tmp/x"
+    # A model's --init random weights stored once (strata export --model CONFIG --init random):
+    # training from the directory is training from the seed.
+    tiny=(--data "$src/data/default.txt" --seq-len 16 --micro-batch 2 --steps 2 --log-every 1 --lora-rank 2)
+    "$bin" export --model "$src/configs/llama-tiny-bytes.json" --init random --out "$tmp/init" >/dev/null 2>"$tmp/err" ||
+      fail "export --init random: $(cat "$tmp/err")"
+    "$bin" train --model "$tmp/init" "${tiny[@]}" --out "$tmp/from_dir" >/dev/null 2>&1 || fail "from the directory"
+    "$bin" train --model "$src/configs/llama-tiny-bytes.json" "${tiny[@]}" --out "$tmp/from_seed" >/dev/null 2>&1 ||
+      fail "from the seed"
+    [[ "$(log_lines "$tmp/from_dir")" == "$(log_lines "$tmp/from_seed")" ]] ||
+      fail "from the directory: $(log_lines "$tmp/from_dir"); from the seed: $(log_lines "$tmp/from_seed")"
+    expect_error 2 "give \-\-model CONFIG with \-\-init random" -- export --model "$src/configs/llama-tiny-bytes.json" \
+      --out "$tmp/x"
     # PEFT's adapter directory: its names and shapes; where a Python has peft, PeftModel loads it
     # over the base and gives the loss Strata's last evaluation gave.
     "$bin" "${run[@]}" --micro-batch 2 --steps 3 --save-every 3 --eval-data "$fx/train.jsonl" --out "$tmp/pe" \

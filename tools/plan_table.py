@@ -4,13 +4,22 @@ configs/hf/ on 1, 2, 4 and 8 GPUs of 80 GB with 512 GB of host RAM and NVMe per 
 machine with 24 GiB of RAM and no GPU, each row the plan `strata plan` recommends.
 
   python3 tools/plan_table.py [build/strata]
+
+With --lora, the same for LoRA of rank 16 on every linear layer (--lora-rank 16 --lora-targets
+all-linear), Llama-2-13B's shape included, and this machine's row with the budgets the 13B
+LoRA run used (8 GiB for the ops, 12 GiB for the host tier):
+
+  python3 tools/plan_table.py build/strata --lora
 """
 import json
 import subprocess
 import sys
 
-STRATA = sys.argv[1] if len(sys.argv) > 1 else "build/strata"
-MODELS = [("Qwen3-14B", "configs/hf/qwen3-14b.json"), ("Phi-4", "configs/hf/phi-4.json"),
+LORA = "--lora" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--lora"]
+STRATA = ARGS[0] if ARGS else "build/strata"
+MODELS = [("Llama-2-13B", "configs/hf/llama-2-13b.json")] if LORA else []
+MODELS += [("Qwen3-14B", "configs/hf/qwen3-14b.json"), ("Phi-4", "configs/hf/phi-4.json"),
           ("Gemma-3-12B", "configs/hf/gemma-3-12b.json"), ("OLMo-2-13B", "configs/hf/olmo-2-13b.json")]
 # An 80 GB GPU node: throughputs stated, not measured (pass --bench with measured ones).
 GPU = ["--device", "cuda", "--device-mem", "80GB", "--device-tflops", "400", "--link-gbps", "25", "--net-gbps", "100",
@@ -20,9 +29,15 @@ CPU = ["--device", "cpu", "--device-mem", "14GiB", "--host-mem", "6GiB", "--nvme
        "--seq-len", "512"]
 
 
+ADAPTERS = ["--lora-rank", "16", "--lora-targets", "all-linear"] if LORA else []
+CPU_LORA = ["--device", "cpu", "--device-mem", "8GiB", "--host-mem", "12GiB", "--nvme-size", "60GB", "--micro-batch",
+            "1", "--seq-len", "512"]
+
+
 def plan(model, args):
     # (exit status 1 when nothing fits: the JSON line still lists every plan)
-    out = subprocess.run([STRATA, "plan", "--model", model, *args, "--json"], capture_output=True, text=True).stdout
+    out = subprocess.run([STRATA, "plan", "--model", model, *args, *ADAPTERS, "--json"], capture_output=True,
+                         text=True).stdout
     j = json.loads(out.strip().splitlines()[-1])
     return j["plan"], j.get("recommended")
 
@@ -37,7 +52,8 @@ def options(r):
     opts = f"--zero-stage {r['stage']}"
     if r["offload"] != "none":
         tier = r["offload"].split("+")[0]
-        opts += f" --offload-optimizer {tier}" + (f" --offload-param {tier}" if "+param" in r["offload"] else "")
+        param = "nvme" if r["offload"].endswith("param-nvme") else tier
+        opts += f" --offload-optimizer {tier}" + (f" --offload-param {param}" if "+param" in r["offload"] else "")
     if r["checkpointing"]:
         opts += " --activation-checkpointing"
     return opts
@@ -72,6 +88,10 @@ def main():
     print("| model | this machine (24 GiB, no GPU) | recommended plan | device GB | host GB | NVMe GB | step s |")
     print("|---|---|---|---|---|---|---|")
     for name, cfg in MODELS:
+        if LORA:
+            rows, rec = plan(cfg, CPU_LORA)
+            print(row(name, "LoRA r16, f32 states", rows, rec))
+            continue
         for label, extra in (("f32 states", []),
                              ("bf16 states", ["--optimizer-state-dtype", "bf16", "--master-dtype", "bf16"])):
             rows, rec = plan(cfg, CPU + extra)

@@ -4,14 +4,18 @@
 #include <cxxopts.hpp>
 #include <filesystem>
 
+#include "backend/device.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/parse.h"
 #include "model/hf_export.h"
 #include "model/hf_weights.h"
+#include "model/init_weights.h"
 #include "train/checkpoint.h"
 #include "train/lora_merge.h"
+#include "train/option_registry.h"
 #include "train/peft_export.h"
+#include "train/trainer.h"
 
 namespace strata::cli {
 
@@ -33,13 +37,25 @@ int export_main(int argc, char** argv) {
       "merge",
       "an adapter checkpoint: write the whole model with the adapters merged into the weights they were trained on "
       "(--source, default: the model directory the checkpoint records), instead of PEFT's adapter directory")(
-      "h,help", "show this help");
+      "model",
+      "with --init random and no checkpoint: a model config (or a named model) whose --seed initialisation is "
+      "written, as strata train --init random starts it",
+      cxxopts::value<std::string>()->default_value(""))("init", "random (with --model)",
+                                                        cxxopts::value<std::string>()->default_value(""))(
+      "seed", "the initialisation's seed (with --model; strata train's default)",
+      cxxopts::value<std::string>()->default_value(find_train_option("seed")->default_value))("h,help",
+                                                                                              "show this help");
   o.parse_positional({"checkpoint"});
   o.positional_help("CHECKPOINT");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "export", r)) return *done;
-  if (!r.count("checkpoint")) return usage_error("export", "give the checkpoint directory");
+  const std::string model = r["model"].as<std::string>(), init = r["init"].as<std::string>();
   if (!r.count("out")) return usage_error("export", "give --out FILE.safetensors or --out DIR");
+  if (model.empty() != init.empty() || (!init.empty() && init != "random"))
+    return usage_error("export", "give --model CONFIG with --init random (a model's initialisation), or neither");
+  if (!model.empty() && r.count("checkpoint"))
+    return usage_error("export", "give a checkpoint or --model CONFIG --init random, not both");
+  if (model.empty() && !r.count("checkpoint")) return usage_error("export", "give the checkpoint directory");
   const std::string dtype = r["dtype"].as<std::string>();
   if (dtype != "f32" && dtype != "bf16" && dtype != "f16")
     return usage_error("export", "--dtype: '" + dtype + "' is not f32, bf16 or f16");
@@ -50,6 +66,22 @@ int export_main(int argc, char** argv) {
     return usage_error("export", e.what_failed());
   }
   if (max_shard == 0) return usage_error("export", "--max-shard-size must be positive");
+  if (!model.empty()) {  // no checkpoint: the model as --init random starts it
+    const ModelSpec spec = ModelSpec::load(resolve_model(model));
+    uint64_t seed = 0;
+    try {
+      seed = uint64_t(parse_int(r["seed"].as<std::string>(), "--seed", 0));
+    } catch (const Error& e) {
+      return usage_error("export", e.what_failed());
+    }
+    const std::unique_ptr<Backend> host = make_backend("cpu", {size_t(1) << 30, 1, 0});
+    const InitWeights weights(spec, *host, seed);
+    const std::string out = r["out"].as<std::string>();
+    export_hf(spec, weights, out, parse_dtype(dtype), max_shard);
+    std::fprintf(stderr, "strata export: %s initialised from --seed %llu -> %s (%s)\n", model.c_str(),
+                 (unsigned long long)seed, out.c_str(), dtype.c_str());
+    return 0;
+  }
   std::string dir = r["checkpoint"].as<std::string>();
   if (!std::filesystem::exists(std::filesystem::path(dir) / "manifest.json")) {
     std::string newest = newest_checkpoint(dir);
