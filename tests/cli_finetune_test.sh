@@ -291,14 +291,16 @@ PY
       --offload-param cpu --offload-optimizer cpu --out "$tmp/bad"
     echo "ok: $(log_lines "$tmp/one" | tail -1)" ;;
   lora_peft)
-    # PEFT's own adapters (tests/fixtures/peft, made by peft over the tiny Llama 2 and Qwen2.5 of
-    # hf-families-tf5): started from adapter_init with --lora-adapter, 5 AdamW steps give peft +
-    # torch's losses (to 1e-4, as full fine-tuning's parity in cli.hf_families) and
-    # adapter_after's weights (each tensor to 1e-3 in relative L2); the same losses at every
-    # stage on 1 to 4 ranks (every sample is the same sequence), with the frozen weights
+    # PEFT's own adapters (tests/fixtures/peft, made by peft over every family's tiny model in
+    # hf-families-tf5, on all its linear layers): started from adapter_init with --lora-adapter,
+    # 5 AdamW steps give peft + torch's losses (to 1e-4, as full fine-tuning's parity in
+    # cli.hf_families) and adapter_after's weights (each tensor to 1e-3 in relative L2); --merge
+    # gives the adapted model. For Llama 2 and Qwen2.5 (biases, a tied head), the same losses at
+    # every stage on 1 to 4 ranks (every sample is the same sequence), with the frozen weights
     # partitioned on the device, in host RAM and on NVMe, and across a resume.
-    for fam in llama2 qwen2; do
-      fx="$src/tests/fixtures/hf-families-tf5/$fam" pf="$src/tests/fixtures/peft/$fam"
+    for pf in "$src"/tests/fixtures/peft/*/; do
+      fam=$(basename "$pf")
+      fx="$src/tests/fixtures/hf-families-tf5/$fam"
       run=(train --model "$fx" --data "$fx/train.jsonl" --lora-adapter "$pf/adapter_init" --steps 5 --seq-len 16
            --micro-batch 1 --lr 2e-3 --warmup 0 --lr-decay constant --weight-decay 0.1 --beta1 0.9 --beta2 0.95
            --eps 1e-8 --grad-clip 0 --log-every 1)
@@ -359,6 +361,7 @@ print(f"peft {peft.__version__}: merge_and_unload against --merge, worst tensor 
 sys.exit(0 if worst < 1e-6 else 1)
 PY
       done
+      [[ $fam == llama2 || $fam == qwen2 ]] || continue
       s3=(--zero-stage 3 --param-persistence-threshold 0)
       for args in "2 --zero-stage 1" "3 --zero-stage 2 --offload-optimizer cpu" "4 ${s3[*]}" \
         "1 ${s3[*]} --offload-param cpu --offload-optimizer cpu" \
@@ -388,6 +391,46 @@ PY
       expect_error $code "$want" -- "${bad[@]}" --lora-adapter "$tmp/edited"
     done
     echo "ok" ;;
+  finetune_lora)
+    # docs/fine-tuning.md's LoRA commands as the page writes them, on a tiny Llama directory
+    # (weights, tokenizer, chat template) and data/chat-tiny.jsonl: prepare, train, export; the
+    # adapter directory is PEFT's, and loads in peft where a Python has it.
+    py="$src/.venv/bin/python"
+    "$py" -c "import transformers, jinja2" 2>/dev/null ||
+      { echo "skipped: no $py with transformers and jinja2 (tools/setup.sh installs them from PyPI)"; exit 77; }
+    "$bin" export --model "$src/configs/llama-tiny-bytes.json" --init random --out "$tmp/model" >/dev/null 2>&1 ||
+      fail "making the starting model failed"
+    cp "$src"/tests/fixtures/hf-chat-tiny/*.json "$tmp/model/"  # "downloaded": weights, tokenizer, template
+    # The page's first sh block after the LoRA heading, its continuation lines joined.
+    awk '/^## Low-rank adapters/ { on = 1 } on && /^```sh/ { take = 1; next } take && /^```/ { exit } take' \
+      "$src/docs/fine-tuning.md" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' >"$tmp/commands"
+    [[ $(wc -l <"$tmp/commands") == 3 ]] || fail "the page's LoRA block is not three commands: $(cat "$tmp/commands")"
+    sed -i -e "s#^\.venv/bin/python#$py#" -e "s# tools/# $src/tools/#" -e "s#^build/strata#$bin#" -e "s#MODEL_DIR#$tmp/model#g" \
+      -e "s# chat\.jsonl# $src/data/chat-tiny.jsonl#" -e 's#--seq-len [0-9]*#--seq-len 64#' \
+      -e 's#--steps [0-9]*#--steps 12#' -e 's#--save-every [0-9]*#--save-every 12#' "$tmp/commands"
+    (cd "$tmp" && bash -e "$tmp/commands") >"$tmp/out" 2>&1 || fail "the page's commands: $(tail -5 "$tmp/out")"
+    /usr/bin/python3 - "$tmp/lora/adapter" <<'PY' || fail "the adapter directory is not PEFT's"
+import json, struct, sys
+c = json.load(open(sys.argv[1] + "/adapter_config.json"))
+assert c["peft_type"] == "LORA" and c["r"] == 16 and c["lora_alpha"] == 32, c
+raw = open(sys.argv[1] + "/adapter_model.safetensors", "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+assert len([k for k in header if k != "__metadata__"]) == 2 * 7 * 2, sorted(header)
+PY
+    IFS=: read -ra candidates <<<"${STRATA_TORCH_PYTHON:-$src/.venv/bin/python}"
+    for py in "${candidates[@]}"; do
+      "$py" -c "import torch, transformers, peft" 2>/dev/null || continue
+      "$py" - "$tmp/model" "$tmp/lora/adapter" <<'PY' || fail "$py: peft does not load the adapter"
+import sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(sys.argv[1]), sys.argv[2])
+model(torch.tensor([[1, 2, 3]]))
+print("peft loads the adapter: ok")
+PY
+    done
+    echo "ok: $(grep -o '"loss":[0-9.]*' "$tmp/lora/metrics.jsonl" | tail -1)" ;;
   plot)
     # strata plot: a finished run with validation and offload, a run still writing (its last
     # line cut short), and the errors.

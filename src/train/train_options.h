@@ -126,8 +126,9 @@ struct OffloadOptions {
 
 // The backend and the CPUs it runs on. The CPU backend has two sides: the device's threads
 // (ops, communication) and the host's (CPU Adam, staging copies). 0: all CPUs for the device
-// without offload; with offload, half each. bind_cpus puts them on disjoint CPUs (the CLI
-// does; in-process callers opt in).
+// without offload; with offload, half each, but with adapters (--lora-rank) all of them for
+// the device, whose host side has little to do. bind_cpus puts them on disjoint CPUs when
+// they add up to no more than the rank's CPUs (the CLI does; in-process callers opt in).
 struct ComputeOptions {
   DeviceChoice device = DeviceChoice::automatic;  // backend/device.h
   size_t device_mem = size_t(8) << 30;

@@ -70,8 +70,11 @@ void TrainingRun::open_device() {
   share = node_share(comm, opts.host_mem, opts.nvme_path);
   const int cpus = share.cpus;
   host_threads = opts.host_threads > 0 ? opts.host_threads : offload ? std::max(1, cpus / 2) : 0;
+  // With adapters the host side's work is small (the adapters' CPU Adam, and copies and drive
+  // reads that mostly wait), so the device takes every CPU and the host's threads share them.
   device_threads = opts.device_threads > 0 ? opts.device_threads
                    : opts.threads > 0      ? opts.threads
+                   : opts.lora()           ? cpus
                                            : std::max(1, cpus - host_threads);
   if (opts.bind_cpus && offload) {
     split = host::split_cpus(device_threads, host_threads, share.local_rank, share.local_size);

@@ -46,8 +46,14 @@ void FrozenParams::write_home(int64_t lo, int64_t hi, const void* src) {
     std::memcpy(static_cast<char*>(host_shard_.data()) + size_t(lo) * esz, src, bytes);
     return;
   }
-  // Through an aligned copy: the file takes whole blocks at block offsets (lo is aligned).
+  // The file takes whole blocks at block offsets (lo is aligned): straight from src when it is
+  // aligned too, else through an aligned copy.
   const size_t block = file_->block_size(), len = size_t(file_->align(bytes));
+  if (reinterpret_cast<uintptr_t>(src) % block == 0 && len == bytes) {
+    const io::NvmeQueue::Op op{true, uint64_t(lo) * esz, const_cast<void*>(src), len};
+    queue().run({&op, 1});
+    return;
+  }
   std::vector<char> scratch(len + block, 0);
   char* aligned = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + block - 1) / block * block);
   std::memcpy(aligned, src, bytes);
@@ -126,31 +132,32 @@ void FrozenParams::attach(UnitModel& model, std::vector<ParamSpan> params, DType
                  "this is a bug: every allocation of FrozenParams::attach must come from plan_engine");
   }
 
-  // This rank's shard, one unit at a time (never the whole model on the host).
-  std::vector<float> unit(size_t(plan_.max_unit)), mine;
-  std::vector<char> narrow;
+  // This rank's shard, one unit at a time (never the whole model on the host): each sub-group's
+  // slice rounded once into the unit's shard range, the padding zero.
+  std::vector<float> unit(size_t(plan_.max_unit));
+  std::vector<char> narrow_mem;  // block-aligned (4 KiB), so the NVMe file is written from it directly
   for (int u = 0; u < units; ++u) {
     if (plan_.unit_groups[size_t(u)].empty()) continue;
     fill(u, unit.data());
     const int64_t A = plan_.unit_shard_begin(u), B = plan_.unit_shard_end(u);
-    mine.assign(size_t(B - A), 0.0f);
+    narrow_mem.assign(size_t(B - A) * esz + 4096, 0);
+    char* const narrow = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(narrow_mem.data()) + 4095) / 4096 * 4096);
     for (int gi : plan_.unit_groups[size_t(u)]) {
       const SubGroup& g = lay.sub_groups()[size_t(gi)];
       const int64_t lo = std::min(g.count, int64_t(rank_) * g.shard),
                     hi = std::min(g.count, int64_t(rank_ + 1) * g.shard);
-      if (hi > lo)
-        std::memcpy(mine.data() + (lay.shard_offset(gi) - A), unit.data() + (g.flat_begin - model.unit_begin(u)) + lo,
-                    size_t(hi - lo) * 4);
+      if (hi <= lo) continue;
+      const float* from = unit.data() + (g.flat_begin - model.unit_begin(u)) + lo;
+      char* to = narrow + size_t(lay.shard_offset(gi) - A) * esz;
+      if (compute == DType::f32)
+        std::memcpy(to, from, size_t(hi - lo) * 4);
+      else
+        host::convert_from_f32(to, compute, from, size_t(hi - lo));
     }
-    narrow.resize(mine.size() * esz);
-    if (compute == DType::f32)
-      std::memcpy(narrow.data(), mine.data(), narrow.size());
-    else
-      host::convert_from_f32(narrow.data(), compute, mine.data(), mine.size());
     if (device_shard_.data())
-      be_.upload(static_cast<char*>(device_shard_.data()) + size_t(A) * esz, narrow.data(), narrow.size());
+      be_.upload(static_cast<char*>(device_shard_.data()) + size_t(A) * esz, narrow, size_t(B - A) * esz);
     else
-      write_home(A, B, narrow.data());
+      write_home(A, B, narrow);
   }
   queues_.clear();  // the h2d stream's thread reads with a ring of its own
   // The persistent parameters, whole on every rank, once for the run.

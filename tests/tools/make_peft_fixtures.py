@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes tests/fixtures/peft/<name>/: low-rank adapters made and trained by PEFT over the
-tiny models of tests/fixtures/hf-families-tf5/<name> (Llama 2 and Qwen2.5, the latter with
-q/k/v biases and a tied head), so Strata's LoRA parity is with peft + torch themselves.
+tiny models of tests/fixtures/hf-families-tf5/<name>, every family's (gemma3, the multimodal
+checkpoint, aside: its text model is gemma3-text's), so Strata's LoRA parity is with peft +
+torch themselves.
 
   adapter_init/   PEFT's adapter directory before training: LoRA of rank 4, alpha 8, no
                   dropout, on all-linear, A and B both random (init_lora_weights=False), so
@@ -76,5 +77,7 @@ def make(name):
 
 
 if __name__ == "__main__":
-    for name in ("llama2", "qwen2"):
+    import sys
+    names = sys.argv[1:] or sorted(n for n in os.listdir(BASES) if n != "gemma3")
+    for name in names:
         make(name)
