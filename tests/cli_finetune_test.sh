@@ -307,7 +307,7 @@ PY
       "$bin" "${run[@]}" --save-every 5 --eval-data "$fx/train.jsonl" --out "$tmp/$fam" 2>"$tmp/err" ||
         fail "$fam: $(cat "$tmp/err")"
       "$bin" export "$tmp/$fam" --out "$tmp/$fam/adapter" >/dev/null 2>"$tmp/err" || fail "$fam, export: $(cat "$tmp/err")"
-      /usr/bin/python3 - "$pf" "$tmp/$fam" <<'PY' || fail "$fam: the adapters do not train as peft + torch's"
+      /usr/bin/python3 - "$pf" "$tmp/$fam" "$fam" <<'PY' || fail "$fam: the adapters do not train as peft + torch's"
 import json, math, struct, sys
 def tensors(path):
     raw = open(path, "rb").read()
@@ -329,7 +329,7 @@ ours = tensors(sys.argv[2] + "/adapter/adapter_model.safetensors")
 assert set(theirs) == set(ours), sorted(set(theirs) ^ set(ours))
 w_rel = max(math.sqrt(sum((x - y) ** 2 for x, y in zip(ours[k], theirs[k])) / sum(y * y for y in theirs[k]))
             for k in theirs)
-print(f"losses to {loss_rel:.1e}, adapters to {w_rel:.1e} (relative L2, the worst of {len(ours)} tensors)")
+print(f"{sys.argv[3]}: losses to {loss_rel:.1e}, adapters to {w_rel:.1e} (relative L2, the worst of {len(ours)} tensors)")
 sys.exit(0 if len(got) == len(want) and loss_rel < 1e-4 and w_rel < 1e-3 else 1)
 PY
       # --merge: the whole model with the adapters folded in; its loss is the adapted model's
