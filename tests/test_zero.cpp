@@ -35,6 +35,7 @@
 #include "model/model_factory.h"
 #include "model/model_spec.h"
 #include "mpi_test_main.h"
+#include "plan_check.h"
 #include "test_util.h"
 #include "train/planner.h"
 #include "train/trainer.h"
@@ -458,22 +459,7 @@ TEST(ZeroAccounting, PlanTotalsAreWhatRunsAllocate) {
             const std::string what = std::string(model) + ", " + std::string(dtype_name(dt)) + ", stage " +
                                      std::to_string(stage) + ", offload " + off + (ckpt ? ", ckpt" : "") + ", " +
                                      std::to_string(N) + " ranks";
-            const double measured = double(r.device_high_water);
-            EXPECT_GE(row->device, measured) << what << ": the plan understates the device";
-            EXPECT_LE(row->device - row->scratch, measured) << what << ": the plan overstates the device";
-            EXPECT_EQ(row->host, double(r.host_high_water)) << what;
-            EXPECT_EQ(row->nvme, double(r.nvme_bytes)) << what;
-            // And the bytes each step moves between the tiers, as metrics.jsonl reports
-            // them. A redone speculative update (clipping, in RAM) copies its parameters to
-            // the device a second time, which the plan cannot foresee.
-            for (const StepRecord& s : r.steps) {
-              EXPECT_EQ(s.timeline.d2h_bytes, row->traffic.d2h) << what << ", step " << s.step;
-              EXPECT_EQ(s.timeline.n2h_bytes, row->traffic.n2h) << what << ", step " << s.step;
-              EXPECT_EQ(s.timeline.h2n_bytes, row->traffic.h2n) << what << ", step " << s.step;
-              if (r.speculative_redos == 0) {
-                EXPECT_EQ(s.timeline.h2d_bytes, row->traffic.h2d) << what << ", step " << s.step;
-              }
-            }
+            test::expect_run_is_plan(*row, r, what);
           }
   std::filesystem::remove_all(nvme_dir);
 }

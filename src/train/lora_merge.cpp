@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "core/error.h"
 #include "model/model_family.h"
@@ -45,7 +46,8 @@ LoraMerged::LoraMerged(const CheckpointManifest& m, const ModelSpec& spec, const
   const nlohmann::json& l = m.run["lora"];
   if (!l.contains("base_checksum")) return;
   // The base, unit by unit as the run read it, against the checksum the checkpoint recorded.
-  XXH64_state_t* hash = XXH64_createState();
+  const std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
+  XXH64_state_t* hash = state.get();
   STRATA_CHECK(hash, "out of memory for a checksum state", "free host memory");
   XXH64_reset(hash, 0);
   std::vector<int64_t> unit_size(size_t(spec.n_layer()) + 2, 0);
@@ -60,7 +62,6 @@ LoraMerged::LoraMerged(const CheckpointManifest& m, const ModelSpec& spec, const
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(hash));
-  XXH64_freeState(hash);
   STRATA_CHECK(l["base_checksum"] == hex,
                "the base's weights (checksum " + std::string(hex) + ") are not those the adapters were trained on (" +
                    l.value("base", std::string("?")) + ", checksum " + l["base_checksum"].get<std::string>() + ")",

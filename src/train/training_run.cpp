@@ -182,7 +182,8 @@ void TrainingRun::open_lora_model() {
   STRATA_CHECK(t, "low-rank adapters on a model that is not a Transformer", "this is a bug");
   // Unit u's f32 weights, from the model directory or the seed, in unit order; their checksum
   // (XXH64 of the values) is the base a checkpoint's adapters were trained on.
-  XXH64_state_t* hash = XXH64_createState();
+  const std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
+  XXH64_state_t* hash = state.get();
   STRATA_CHECK(hash, "out of memory for a checksum state", "free host memory");
   XXH64_reset(hash, 0);
   const auto fill = [&](int u, float* dst) {
@@ -236,7 +237,6 @@ void TrainingRun::open_lora_model() {
                           fill);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(hash));
-  XXH64_freeState(hash);
   base_checksum = hex;
   if (checkpoint && checkpoint->manifest().run.contains("lora")) {
     const nlohmann::json& saved = checkpoint->manifest().run["lora"];
