@@ -25,8 +25,12 @@ inline void expect_run_is_plan(const PlanRow& row, const TrainResult& r, const s
     const std::string at = what + ", step " + std::to_string(s.step);
     EXPECT_EQ(s.timeline.d2h_bytes, row.traffic.d2h) << at;
     EXPECT_EQ(s.timeline.h2n_bytes, row.traffic.h2n) << at;
-    if (s.step >= first_n2h_step) EXPECT_EQ(s.timeline.n2h_bytes, row.traffic.n2h) << at;
-    if (r.speculative_redos == 0) EXPECT_EQ(s.timeline.h2d_bytes, row.traffic.h2d) << at;
+    if (s.step >= first_n2h_step) {
+      EXPECT_EQ(s.timeline.n2h_bytes, row.traffic.n2h) << at;
+    }
+    if (r.speculative_redos == 0) {
+      EXPECT_EQ(s.timeline.h2d_bytes, row.traffic.h2d) << at;
+    }
   }
 }
 
