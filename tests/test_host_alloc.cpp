@@ -96,6 +96,18 @@ TEST(HostAllocations, TheSteadyStateStepAllocatesNothing) {
              (std::filesystem::temp_directory_path() / ("strata_alloc_nvme" + std::to_string(getpid()))).string();
          std::filesystem::create_directories(o.nvme_path);
        }},
+      // Adapters over frozen weights partitioned on NVMe (a small host budget: part of them is
+      // read from the drive every step, the rest from the cache).
+      {"lora_frozen_nvme",
+       [](TrainOptions& o) {
+         o.model = "configs/llama-bytes.json", o.lora_rank = 4, o.lora_targets = "all-linear";
+         o.zero_stage = 3, o.offload_optimizer = o.offload_param = zero::OffloadTier::nvme, o.bind_cpus = false;
+         o.offload_optimizer = zero::OffloadTier::cpu, o.param_persistence_threshold = 0;
+         o.pin_buffer_count = 2, o.pin_buffer_size = size_t(256) << 10, o.host_mem = size_t(2) << 20;
+         o.nvme_path =
+             (std::filesystem::temp_directory_path() / ("strata_alloc_lora" + std::to_string(getpid()))).string();
+         std::filesystem::create_directories(o.nvme_path);
+       }},
   };
   for (const Case& c : cases) {
     TrainOptions o;

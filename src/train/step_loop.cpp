@@ -41,7 +41,7 @@ StepTimeline StepLoop::sample() const {
     t.d2h_bytes = tiers->bytes(tier::Edge::d2h), t.h2d_bytes = tiers->bytes(tier::Edge::h2d);
   }
   for (const io::NvmeFile* f : run_.engine->nvme_files())
-    t.h2n_bytes += f->bytes_written.load(), t.n2h_bytes += f->bytes_read.load();
+    if (f) t.h2n_bytes += f->bytes_written.load(), t.n2h_bytes += f->bytes_read.load();
   Communicator* comm = run_.comm;
   t.comm_bytes = comm ? comm->counters().bytes_sent : 0;
   t.inter_node_bytes = comm ? comm->counters().inter_node_bytes : 0;

@@ -107,7 +107,8 @@ TrainResult train(const TrainOptions& opts, const TrainContext& context) {
   result.live_param_high_water = engine.stats().live_param_high_water;
   result.host_bytes = engine.host_bytes();
   result.host_high_water = run.tiers ? run.tiers->budget(Tier::host).high_water() : 0;
-  for (const io::NvmeFile* f : run.engine->nvme_files()) result.nvme_bytes += f->capacity();
+  for (const io::NvmeFile* f : run.engine->nvme_files())
+    if (f) result.nvme_bytes += f->capacity();
   result.speculative_commits = engine.stats().speculative_commits;
   result.speculative_redos = engine.stats().speculative_redos;
   result.speculative_discards = engine.stats().speculative_discards;

@@ -36,6 +36,7 @@
 // gradients to GradientReducer, stage 3's parameters to ParamCoordinator, the host part of
 // the optimizer to OffloadPipeline, the checkpoint state's I/O to ShardState.
 #pragma once
+#include <array>
 #include <memory>
 #include <span>
 #include <vector>
@@ -168,8 +169,9 @@ class ZeroEngine final : public UnitHooks {
   size_t comm_buffer_bytes() const;      // buckets, scratch, gather arena, staging shards
   size_t host_bytes() const;             // host RAM held for offloaded states
   Stream* comm_stream() { return stream_.get(); }
-  // The swap files this rank's states live in: the offloaded optimizer's, the frozen weights'.
-  std::vector<const io::NvmeFile*> nvme_files() const;
+  // The swap files this rank's states live in: the offloaded optimizer's, the frozen weights'
+  // (null where there is none). No allocation: the step loop reads their counters every step.
+  std::array<const io::NvmeFile*, 2> nvme_files() const;
   HostOptimizer* host_optimizer() { return host_.get(); }
 
  private:

@@ -29,11 +29,8 @@ size_t ZeroEngine::optimizer_state_bytes() const {
 
 size_t ZeroEngine::host_bytes() const { return host_ ? host_->bytes() : 0; }
 
-std::vector<const io::NvmeFile*> ZeroEngine::nvme_files() const {
-  std::vector<const io::NvmeFile*> files;
-  if (host_ && host_->nvme_file()) files.push_back(host_->nvme_file());
-  if (frozen_ && frozen_->nvme_file()) files.push_back(frozen_->nvme_file());
-  return files;
+std::array<const io::NvmeFile*, 2> ZeroEngine::nvme_files() const {
+  return {host_ ? host_->nvme_file() : nullptr, frozen_ ? frozen_->nvme_file() : nullptr};
 }
 
 size_t ZeroEngine::comm_buffer_bytes() const {
