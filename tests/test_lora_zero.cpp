@@ -1,7 +1,7 @@
 // Low-rank adapters under the ZeRO engine, on real ranks: the adapters train the same at every
-// stage and on every tier of the frozen weights (whole on every rank at stages 0-2;
-// partitioned at stage 3, on the device, in host RAM or on NVMe), and strata plan's LoRA rows
-// are what such runs allocate and move.
+// stage, with their optimizer on the device, in host RAM or on NVMe, and on every tier of the
+// frozen weights (whole on every rank at stages 0-2; partitioned at stage 3, on the device, in
+// host RAM or on NVMe), and strata plan's LoRA rows are what such runs allocate and move.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -65,7 +65,7 @@ TEST(LoraZero, EveryStageAndTierTrainsTheSameAdapters) {
   ASSERT_EQ(want.steps.size(), 4u);
   EXPECT_LT(want.steps.back().loss, want.steps.front().loss) << "the adapters do not train";
   for (int stage = 0; stage <= 3; ++stage)
-    for (const std::string off : {"none", "cpu", "cpu+param", "cpu+param-nvme"}) {
+    for (const std::string off : {"none", "cpu", "nvme", "cpu+param", "cpu+param-nvme"}) {
       if ((stage == 0 && off != "none") || (off.find("+param") != std::string::npos && stage != 3)) continue;
       TrainOptions o = lora_options(N, DType::f32);
       set_offload(o, stage, off, nvme);
