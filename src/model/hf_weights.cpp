@@ -15,15 +15,13 @@ namespace strata {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string t = "[";
   for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
   return t + "]";
 }
 
-}  // namespace
+namespace {}  // namespace
 
 std::vector<HfTensor> hf_tensor_table(const ModelSpec& spec) {
   std::vector<HfTensor> out;

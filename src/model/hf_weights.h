@@ -32,6 +32,8 @@ struct HfTensor {
   int64_t hf_rows;                // rows present in the file (the unpadded vocabulary for embeddings)
 };
 std::vector<HfTensor> hf_tensor_table(const ModelSpec& spec);
+// "[a, b]", for messages about a tensor's shape.
+std::string shape_text(const std::vector<int64_t>& shape);
 
 // Imported weights as a source over Strata's flat (unit-major) layout. Each read converts
 // whole tensors one at a time (transposing where needed), so memory stays at one tensor.

@@ -1,14 +1,12 @@
 #include "train/lora_merge.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <memory>
 
 #include "core/error.h"
 #include "model/model_family.h"
 #include "train/train_options.h"
+#include "train/weights_checksum.h"
 
 namespace strata {
 
@@ -46,24 +44,11 @@ LoraMerged::LoraMerged(const CheckpointManifest& m, const ModelSpec& spec, const
   const nlohmann::json& l = m.run["lora"];
   if (!l.contains("base_checksum")) return;
   // The base, unit by unit as the run read it, against the checksum the checkpoint recorded.
-  const std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
-  XXH64_state_t* hash = state.get();
-  STRATA_CHECK(hash, "out of memory for a checksum state", "free host memory");
-  XXH64_reset(hash, 0);
   std::vector<int64_t> unit_size(size_t(spec.n_layer()) + 2, 0);
   for (const ParamSpec& p : layout) unit_size[size_t(p.unit)] += p.shape.numel();
-  std::vector<float> unit;
-  int64_t begin = 0;
-  for (int64_t n : unit_size) {
-    unit.resize(size_t(n));
-    base.read(begin, n, unit.data());
-    XXH64_update(hash, unit.data(), size_t(n) * 4);
-    begin += n;
-  }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(hash));
+  const std::string hex = weights_checksum(base, unit_size);
   STRATA_CHECK(l["base_checksum"] == hex,
-               "the base's weights (checksum " + std::string(hex) + ") are not those the adapters were trained on (" +
+               "the base's weights (checksum " + hex + ") are not those the adapters were trained on (" +
                    l.value("base", std::string("?")) + ", checksum " + l["base_checksum"].get<std::string>() + ")",
                "give --source the model directory the run started from");
 }

@@ -14,6 +14,10 @@
 
 namespace strata {
 
+std::string peft_key(const ModelSpec& spec, const LoraTarget& t, bool b) {
+  return "base_model.model." + spec.family->hf_module_prefix() + t.hf_path + (b ? ".lora_B.weight" : ".lora_A.weight");
+}
+
 bool holds_adapters(const CheckpointManifest& m) { return m.run.contains("lora"); }
 
 void export_peft(const CheckpointManifest& m, const FlatSource& adapters, const ModelSpec& spec, const std::string& dir,
@@ -31,14 +35,11 @@ void export_peft(const CheckpointManifest& m, const FlatSource& adapters, const 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   STRATA_CHECK(!ec, "cannot create '" + dir + "': " + ec.message(), "check --out");
-  const std::string prefix = "base_model.model." + spec.family->hf_module_prefix();
   std::vector<io::SafetensorsWriter::Entry> entries;
   std::vector<std::string> modules;
   for (size_t i = 0; i < layout.size(); ++i) {
     const LoraTarget& t = targets[i / 2];
-    entries.push_back({prefix + t.hf_path + (i % 2 ? ".lora_B.weight" : ".lora_A.weight"),
-                       dtype,
-                       {layout[i].shape[0], layout[i].shape[1]}});
+    entries.push_back({peft_key(spec, t, i % 2 == 1), dtype, {layout[i].shape[0], layout[i].shape[1]}});
     if (std::find(modules.begin(), modules.end(), t.module) == modules.end()) modules.push_back(t.module);
   }
   io::SafetensorsWriter w(dir + "/adapter_model.safetensors", entries, {{"format", "pt"}});

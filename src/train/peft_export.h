@@ -8,10 +8,14 @@
 
 #include "core/dtype.h"
 #include "core/flat_source.h"
+#include "model/lora.h"
 #include "model/model_spec.h"
 #include "train/checkpoint_manifest.h"
 
 namespace strata {
+
+// PEFT's key of target t's A (or B) in adapter_model.safetensors.
+std::string peft_key(const ModelSpec& spec, const LoraTarget& t, bool b);
 
 // Whether a checkpoint holds adapters rather than a whole model.
 bool holds_adapters(const CheckpointManifest& m);

@@ -7,22 +7,12 @@
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "model/hf_weights.h"
 #include "model/model_family.h"
+#include "train/peft_export.h"
 #include "train/train_options.h"
 
 namespace strata {
-
-namespace {
-
-std::string peft_keys_prefix(const ModelSpec& spec) { return "base_model.model." + spec.family->hf_module_prefix(); }
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-}  // namespace
 
 void apply_peft_adapter_config(const std::string& dir, LoraOptions& o) {
   const std::string path = dir + "/adapter_config.json";
@@ -71,14 +61,11 @@ void apply_peft_adapter_config(const std::string& dir, LoraOptions& o) {
       "--lora-rank " + std::to_string(o.lora_rank) + " with --lora-adapter " + dir + " of r = " + std::to_string(r),
       "leave --lora-rank out: the adapter sets it");
   if (!o.lora_targets.empty()) {
-    auto set_of = [](const std::string& s) {
-      std::set<std::string> out;
-      for (size_t at = 0; at < s.size();) {
-        const size_t comma = std::min(s.find(',', at), s.size());
-        if (comma > at) out.insert(s.substr(at, comma - at));
-        at = comma + 1;
-      }
-      return out;
+    const auto set_of = [](const std::string& names) {
+      LoraOptions parsed;
+      parsed.lora_targets = names;
+      const std::vector<std::string> t = parsed.lora_config().targets;
+      return std::set<std::string>(t.begin(), t.end());
     };
     STRATA_CHECK(set_of(o.lora_targets) == set_of(targets),
                  "--lora-targets " + o.lora_targets + " with --lora-adapter " + dir + " on " + targets,
@@ -93,12 +80,11 @@ void apply_peft_adapter_config(const std::string& dir, LoraOptions& o) {
 PeftAdapterWeights::PeftAdapterWeights(const std::string& dir, const ModelSpec& spec,
                                        const std::vector<LoraTarget>& targets, int rank)
     : file_(std::make_unique<io::SafetensorsFile>(dir + "/adapter_model.safetensors")) {
-  const std::string prefix = peft_keys_prefix(spec);
   std::set<std::string> used;
   int64_t at = 0;
   for (const ParamSpec& s : lora_layout(targets, rank, true)) {
     const LoraTarget& t = targets[pieces_.size() / 2];
-    const std::string key = prefix + t.hf_path + (pieces_.size() % 2 ? ".lora_B.weight" : ".lora_A.weight");
+    const std::string key = peft_key(spec, t, pieces_.size() % 2 == 1);
     const io::SafeTensor* tensor = file_->header().find(key);
     STRATA_CHECK(tensor, file_->path() + " has no " + key,
                  "the adapter must be PEFT's for this model, with the targets its adapter_config.json names");

@@ -1,7 +1,5 @@
 #include "train/training_run.h"
 
-#include <xxhash.h>
-
 #include <cstdio>
 #include <filesystem>
 
@@ -17,6 +15,7 @@
 #include "train/peft_import.h"
 #include "train/resume.h"
 #include "train/train_setup.h"
+#include "train/weights_checksum.h"
 
 namespace strata {
 
@@ -182,16 +181,13 @@ void TrainingRun::open_lora_model() {
   STRATA_CHECK(t, "low-rank adapters on a model that is not a Transformer", "this is a bug");
   // Unit u's f32 weights, from the model directory or the seed, in unit order; their checksum
   // (XXH64 of the values) is the base a checkpoint's adapters were trained on.
-  const std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(), XXH64_freeState);
-  XXH64_state_t* hash = state.get();
-  STRATA_CHECK(hash, "out of memory for a checksum state", "free host memory");
-  XXH64_reset(hash, 0);
+  WeightsChecksum checksum;
   const auto fill = [&](int u, float* dst) {
     if (imported)
       imported->read(model->unit_begin(u), model->unit_count(u), dst);
     else
       model->init_unit(u, opts.seed, dst);
-    XXH64_update(hash, dst, size_t(model->unit_count(u)) * 4);
+    checksum.add(dst, model->unit_count(u));
   };
   if (!partitioned) {  // each unit made (or read) on the host in f32, rounded once (16-bit), uploaded
     std::vector<float> unit;
@@ -235,9 +231,7 @@ void TrainingRun::open_lora_model() {
                           {opts.offload_param != zero::OffloadTier::none, opts.offload_param == zero::OffloadTier::nvme,
                            spec.head_is_embedding()},
                           fill);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)XXH64_digest(hash));
-  base_checksum = hex;
+  base_checksum = checksum.hex();
   if (checkpoint && checkpoint->manifest().run.contains("lora")) {
     const nlohmann::json& saved = checkpoint->manifest().run["lora"];
     STRATA_CHECK(!saved.contains("base_checksum") || saved["base_checksum"] == base_checksum,

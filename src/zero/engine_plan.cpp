@@ -324,9 +324,8 @@ EnginePlan plan_frozen(const EnginePlanInput& in) {
   const ZeroOptions& o = in.options;
   STRATA_CHECK(o.stage == 3, "frozen weights planned at stage " + std::to_string(o.stage),
                "this is a bug in the caller: frozen weights are partitioned at stage 3 only");
-  STRATA_CHECK(o.hpz_partition_size == 1 || in.world == 1 || !o.offload_param,
-               "--hpz-partition-size with --offload-param",
-               "the secondary partition lives on the device beside gathered parameters; drop one of the two");
+  STRATA_CHECK(o.hpz_partition_size == 1, "frozen weights planned with a secondary partition",
+               "this is a bug in the caller: frozen weights are gathered across all ranks");
   EnginePlan p;
   p.frozen = true;
   p.embedding_in_backward = in.embedding_in_backward;
