@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "bench/torch_peer.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "host/adam/adam.h"
@@ -36,7 +37,7 @@ struct HostArray {
 
 std::string default_peer() {
   if (const char* e = std::getenv("STRATA_DS_ADAM"); e && *e) return e;
-  const char* fixed = "/opt/strata-peers/ds_cpu_adam_bench";
+  const std::string fixed = peers_dir() + "/ds_cpu_adam_bench";
   return std::filesystem::exists(fixed) ? fixed : "";
 }
 
@@ -44,9 +45,10 @@ std::string default_peer() {
 // with it, since a child inherits the starting thread's affinity.
 cpu_set_t g_unpinned;
 
-// Runs the DeepSpeed harness; returns params/s or a negative value with `note` set.
+// Runs the DeepSpeed harness; returns params/s or a negative value with `note` set. `version`
+// gets the DeepSpeed release and commit the harness was built from.
 double run_peer(const std::string& exe, long long n, int threads, int repeats, const std::string& mode,
-                std::string& note) {
+                std::string& note, std::string& version) {
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) + " " + exe + " " + std::to_string(n) + " " +
                           std::to_string(threads) + " " + std::to_string(repeats) + " " + mode + " 2>&1";
   cpu_set_t mine;
@@ -60,6 +62,9 @@ double run_peer(const std::string& exe, long long n, int threads, int repeats, c
   while (size_t k = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), k);
   try {
     auto j = nlohmann::json::parse(out.substr(out.find_last_of('{')));
+    if (j.contains("deepspeed"))
+      version = j["deepspeed"].get<std::string>() + " (" + j.value("commit", std::string("?")) + ")";
+    if (j.contains("error")) return note = j["error"].get<std::string>(), -1;
     return j.at("params_per_s").get<double>();
   } catch (...) {
     note = "peer failed: " + out.substr(0, 300);
@@ -83,18 +88,25 @@ int run_adam_bench(const AdamBenchOptions& o) {
   if (o.pin) pinned = host::pin_threads_to_physical_cores(threads);
   const std::string peer = o.peer == "auto" ? default_peer() : o.peer == "none" ? "" : o.peer;
   const bool wide = ao.isa == host::AdamIsa::avx512;
-  const bool s16 = o.state_dtype == "bf16", p16 = o.master_dtype == "bf16";
-  // Bytes a parameter moves: the master and m, v read and written, the f32 gradient read.
-  const double bpp = 2.0 * (p16 ? 2 : 4) + 4.0 + 4.0 * (s16 ? 2 : 4);
+  const bool s16 = o.state_dtype == "bf16", p16 = o.master_dtype == "bf16", g16 = o.grad_dtype == "bf16";
+  const DType gdt = g16 ? DType::bf16 : DType::f32;
+  // Bytes a parameter moves: the master and m, v read and written, the gradient read.
+  const double bpp = 2.0 * (p16 ? 2 : 4) + (g16 ? 2 : 4) + 4.0 * (s16 ? 2 : 4);
   std::printf(
-      "bench adam: isa %s, %d threads (pinned: %s), tile %lld, best of %d; master %s, m and v %s%s, %.0f B/param\n",
+      "bench adam: isa %s, %d threads (pinned: %s), tile %lld, best of %d; master %s, m and v %s, gradients %s%s, "
+      "%.0f B/param\n",
       std::string(host::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats,
-      p16 ? "bf16" : "f32", s16 ? "bf16" : "f32",
+      p16 ? "bf16" : "f32", s16 ? "bf16" : "f32", g16 ? "bf16" : "f32",
       s16 || p16 ? (o.stochastic ? " (stochastic rounding)" : " (round to nearest)") : "", bpp);
+  if (s16)
+    std::printf(
+        "  the DeepSpeed column is its 16-bit-state step: bf16 parameters, gradients, m and v (14 B/param), round to "
+        "nearest\n");
   std::printf("%12s %12s %12s %12s %10s %14s %14s %10s %10s\n", "params", "bound GB/s", "adam GB/s", "adam Gp/s",
               "bound_ratio", "+bf16 Gp/s", "deepspeed Gp/s", "vs ds", "vs ds+cp");
   nlohmann::json sizes = nlohmann::json::array();
   nlohmann::json last;
+  std::string ds_version, ds_missing;
   // One allocation for the largest size, first-touched once with the kernel's partition;
   // smaller sizes use its prefix. (Allocating per size lets a later, larger request land
   // on fragmented memory without huge pages, which lowers the bound it measures.)
@@ -113,7 +125,11 @@ int run_adam_bench(const AdamBenchOptions& o) {
       Rng r(1, uint64_t(k));
       for (int64_t i = k * tile; i < std::min<int64_t>(max_n, (k + 1) * tile); ++i) {
         p.p[i] = float(r.uniform() - 0.5);
-        g.p[i] = float(r.uniform() - 0.5) * 1e-2f;
+        const float gv = float(r.uniform() - 0.5) * 1e-2f;
+        if (g16)
+          reinterpret_cast<uint16_t*>(g.p)[i] = f32_to_bf16(gv);
+        else
+          g.p[i] = gv;
       }
     }
   }
@@ -123,7 +139,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
     // kernel, and the kernel with the bf16 copy-out, interleaved in every repetition so a
     // drift in the machine's bandwidth hits all three alike; the best of each is kept.
     host::AdamTensors t;
-    t.grad = g.p, t.n = n, t.stochastic = o.stochastic, t.seed = 1;
+    t.grad = g.p, t.grad_dtype = gdt, t.n = n, t.stochastic = o.stochastic, t.seed = 1;
     if (p16)
       t.param16 = reinterpret_cast<uint16_t*>(p.p);
     else
@@ -147,11 +163,11 @@ int run_adam_bench(const AdamBenchOptions& o) {
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t k = 0; k < tiles; ++k) {
           const int64_t b = k * tile, e = std::min<int64_t>(n, b + tile);
-          if (s16 || p16) {
+          if (s16 || p16 || g16) {
             if (wide)
-              host::adam_impl::stream_bound16_avx512(p.p, p16, m.p, v.p, s16, g.p, b, e);
+              host::adam_impl::stream_bound16_avx512(p.p, p16, m.p, v.p, s16, g.p, gdt, b, e);
             else
-              host::adam_impl::stream_bound16_avx2(p.p, p16, m.p, v.p, s16, g.p, b, e);
+              host::adam_impl::stream_bound16_avx2(p.p, p16, m.p, v.p, s16, g.p, gdt, b, e);
           } else if (wide) {
             host::adam_impl::stream_bound_avx512(p.p, m.p, v.p, g.p, b, e);
           } else {
@@ -173,9 +189,16 @@ int run_adam_bench(const AdamBenchOptions& o) {
                           {"bf16_copy_gbytes_per_s", (bpp + 2.0) * nn / t_copy * 1e-9}};
     double ds = -1, ds_copy = -1;
     std::string note;
-    if (!peer.empty()) {
-      ds = run_peer(peer, n, threads, o.repeats, "plain", note);
-      ds_copy = run_peer(peer, n, threads, o.repeats, "copy", note);
+    if (!peer.empty() && s16) {
+      // DeepSpeed's own 16-bit-state step; it has no fused bf16 copy-out to compare with.
+      ds = run_peer(peer, n, threads, o.repeats, "bf16", note, ds_version);
+      if (ds > 0)
+        row["deepspeed_bf16_state_params_per_s"] = ds, row["ratio_vs_deepspeed_bf16_state"] = nn / t_adam / ds;
+      else
+        ds_missing = note;
+    } else if (!peer.empty()) {
+      ds = run_peer(peer, n, threads, o.repeats, "plain", note, ds_version);
+      ds_copy = run_peer(peer, n, threads, o.repeats, "copy", note, ds_version);
       if (ds > 0) row["deepspeed_params_per_s"] = ds, row["ratio_vs_deepspeed"] = nn / t_adam / ds;
       if (ds_copy > 0)
         row["deepspeed_plus_copy_params_per_s"] = ds_copy,
@@ -189,13 +212,16 @@ int run_adam_bench(const AdamBenchOptions& o) {
     last = row;
   }
   if (peer.empty())
-    std::printf("  (no DeepSpeed peer: build one with bench/peers/build_ds_cpu_adam.sh, then --peer PATH)\n");
+    std::printf(
+        "  (no DeepSpeed peer: run tools/setup-peers.sh, or build one with bench/peers/build_ds_cpu_adam.sh and pass "
+        "--peer PATH)\n");
   nlohmann::json result = {{"bench", "adam"},
                            {"isa", host::adam_isa_name(ao.isa)},
                            {"threads", threads},
                            {"pinned", pinned},
                            {"state_dtype", s16 ? "bf16" : "f32"},
                            {"master_dtype", p16 ? "bf16" : "f32"},
+                           {"grad_dtype", g16 ? "bf16" : "f32"},
                            {"rounding", o.stochastic ? "stochastic" : "nearest"},
                            {"bytes_per_param", bpp},
                            {"params_per_s", last.value("params_per_s", 0.0)},
@@ -203,6 +229,10 @@ int run_adam_bench(const AdamBenchOptions& o) {
                            {"bound_gbytes_per_s", last.value("bound_gbytes_per_s", 0.0)},
                            {"bound_ratio", last.value("bound_ratio", 0.0)},
                            {"sizes", sizes}};
+  if (!ds_version.empty()) result["deepspeed"] = ds_version;
+  if (s16 && !peer.empty())
+    result["deepspeed_bf16_state"] =
+        ds_missing.empty() ? "Step_8<c10::BFloat16, c10::BFloat16> (bf16 parameters, gradients, m, v)" : ds_missing;
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }

@@ -1,7 +1,8 @@
 // `strata bench adam`: the fused CPU Adam against the machine's bound for its access
-// pattern (read 4 f32 arrays, write 3 back in place; with --state-dtype/--master-dtype bf16
-// those arrays in bf16) measured in the same run, on the same threads and tiles, and
-// against DeepSpeed's f32 CPU Adam (Step_8) when its harness is given.
+// pattern (read 4 f32 arrays, write 3 back in place; with --state-dtype/--master-dtype/
+// --grad-dtype bf16 those arrays in bf16) measured in the same run, on the same threads and
+// tiles, and against DeepSpeed's CPU Adam when its harness is there (bench/peers/): its f32
+// Step_8, and with --state-dtype bf16 its 16-bit-state step (bf16 parameters, gradients, m, v).
 #pragma once
 #include <string>
 #include <vector>
@@ -15,8 +16,8 @@ struct AdamBenchOptions {
   std::string isa = "auto";
   bool pin = false;
   std::string peer = "auto";  // auto | none | path to the DeepSpeed harness (bench/peers/)
-  // The states' and the master's dtypes (f32 | bf16) and the 16-bit states' rounding.
-  std::string state_dtype = "f32", master_dtype = "f32";
+  // The states', the master's and the gradients' dtypes (f32 | bf16) and the 16-bit states' rounding.
+  std::string state_dtype = "f32", master_dtype = "f32", grad_dtype = "f32";
   bool stochastic = true;
 };
 

@@ -54,9 +54,14 @@ static int bench_model_main(int argc, char** argv) {
       "seq-len", "tokens per sequence", s(d.seq_len))("warmup", "untimed steps", s(d.warmup))(
       "steps", "timed steps (the best is reported)", s(d.steps))("threads", "threads (0 = all)", s(d.threads))(
       "precision", "comma-separated list of f32, bf16", str(d.precisions))("peer", "auto | torch | none", str(d.peer))(
-      "peer-precision", "precisions PyTorch also runs in (its bf16 is ~50x slower than its f32 on AVX2)",
-      str(d.peer_precisions))("python", "python with torch for the peer", str(d.python))(
-      "device", "auto | cpu | cuda: the backend Strata's step runs on", str(d.device))("h,help", "show this help");
+      "peer-precision",
+      "precisions PyTorch runs in; auto: f32, and bf16 where the CPU has AVX512-BF16 or AMX (on AVX2 its bf16 is "
+      "~50x slower than its f32)",
+      str(d.peer_precisions))("peer-mode", "eager, compile (torch.compile), or auto: both on PyTorch 2",
+                              str(d.peer_modes))(
+      "python", "python with torch for the peer (default: the venv of tools/setup-peers.sh, else /usr/bin/python3)",
+      str(d.python))("device", "auto | cpu | cuda: the backend Strata's step runs on", str(d.device))(
+      "profile", "print where Strata's best step spends its time, by op (CPU only)")("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench model", r)) return *done;
   bench::ModelBenchOptions b;
@@ -71,6 +76,8 @@ static int bench_model_main(int argc, char** argv) {
     b.precisions = r["precision"].as<std::string>();
     b.peer = r["peer"].as<std::string>();
     b.peer_precisions = r["peer-precision"].as<std::string>();
+    b.peer_modes = r["peer-mode"].as<std::string>();
+    b.profile = r.count("profile") > 0;
     b.python = r["python"].as<std::string>();
     b.device = r["device"].as<std::string>();
     resolve_device(b.device);
@@ -93,6 +100,7 @@ static int bench_adam_main(int argc, char** argv) {
       "peer", "auto | none | path to the DeepSpeed harness (see bench/peers/)", str("auto"))(
       "state-dtype", "f32 | bf16: Adam's m and v", str("f32"))("master-dtype", "f32 | bf16: the master parameters",
                                                                str("f32"))(
+      "grad-dtype", "f32 | bf16: the gradients the step reads", str("f32"))(
       "rounding", "stochastic | nearest: how 16-bit states round", str("stochastic"))("h,help", "show this help");
   cxxopts::ParseResult r;
   if (auto done = parse_options(o, argc, argv, "bench adam", r)) return *done;
@@ -121,8 +129,11 @@ static int bench_adam_main(int argc, char** argv) {
     b.peer = r["peer"].as<std::string>();
     b.state_dtype = r["state-dtype"].as<std::string>();
     b.master_dtype = r["master-dtype"].as<std::string>();
+    b.grad_dtype = r["grad-dtype"].as<std::string>();
     const std::string rounding = r["rounding"].as<std::string>();
-    for (const auto& [flag, value] : {std::pair{"--state-dtype", b.state_dtype}, {"--master-dtype", b.master_dtype}})
+    for (const auto& [flag, value] : {std::pair{"--state-dtype", b.state_dtype},
+                                      {"--master-dtype", b.master_dtype},
+                                      {"--grad-dtype", b.grad_dtype}})
       if (value != "f32" && value != "bf16")
         return usage_error("bench adam", std::string(flag) + " " + value + ": choose f32 or bf16");
     if (rounding != "stochastic" && rounding != "nearest")

@@ -87,8 +87,9 @@ bool kernel16_avx2(const AdamTensors& t, int64_t begin, int64_t end, const Const
   return kernel16<Avx2>(t, begin, end, c);
 }
 
-void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end) {
-  stream_bound16<Avx2>(p, p16, m, v, s16, g, begin, end);
+void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const void* g, DType gdt, int64_t begin,
+                         int64_t end) {
+  stream_bound16<Avx2>(p, p16, m, v, s16, g, gdt, begin, end);
 }
 
 }  // namespace strata::host::adam_impl

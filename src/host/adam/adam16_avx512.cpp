@@ -102,8 +102,9 @@ bool kernel16_avx512(const AdamTensors& t, int64_t begin, int64_t end, const Con
   return kernel16<Avx512>(t, begin, end, c);
 }
 
-void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end) {
-  stream_bound16<Avx512>(p, p16, m, v, s16, g, begin, end);
+void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const void* g, DType gdt, int64_t begin,
+                           int64_t end) {
+  stream_bound16<Avx512>(p, p16, m, v, s16, g, gdt, begin, end);
 }
 
 }  // namespace strata::host::adam_impl

@@ -82,8 +82,9 @@ bool kernel16(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c)
       v[k] = V::fmadd(b2, v[k], V::mul(V::mul(omb2, g), g));
       const F d = V::fmadd(V::sqrt(v[k]), ibc2, eps);
       p[k] = V::fmadd(step, V::div(m[k], d), V::mul(p[k], decay));
-      // h = fmix32(lo32(gi) ^ fmix32(hi32(gi) ^ key_hi) ^ key_lo)
-      h[k] = V::fmix(V::bxor(V::add(base, lanes[k]), hkey));
+      // h = fmix32(lo32(gi) ^ fmix32(hi32(gi) ^ key_hi) ^ key_lo); round to nearest reads no
+      // random bits, and the hash's multiplies are a good part of the loop's arithmetic.
+      h[k] = sr ? V::fmix(V::bxor(V::add(base, lanes[k]), hkey)) : zero;
     }
     const bool nan = V::any(V::either(V::either(V::unord(m[0], v[0]), V::unord(p[0], m[1])), V::unord(v[1], p[1])));
     // x's bf16 bits in the high half of each lane (round_state's; the low half is not used)
@@ -99,8 +100,8 @@ bool kernel16(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c)
     else
       V::storef(t.v + i, v[0]), V::storef(t.v + i + W, v[1]);
     if (t.param16) {
-      const I pb[2] = {rnd(p[0], V::srli16(V::mullo(h[0], key_p)), sr),
-                       rnd(p[1], V::srli16(V::mullo(h[1], key_p)), sr)};
+      const I pb[2] = {rnd(p[0], sr ? V::srli16(V::mullo(h[0], key_p)) : zero, sr),
+                       rnd(p[1], sr ? V::srli16(V::mullo(h[1], key_p)) : zero, sr)};
       V::store16x2(t.param16 + i, pb[0], pb[1]);
       p[0] = V::hi_to_f32(pb[0]), p[1] = V::hi_to_f32(pb[1]);  // the copy-out is the stored master
     } else {
@@ -121,7 +122,8 @@ bool kernel16(const AdamTensors& t, int64_t begin, int64_t end, const Consts& c)
 // The 16-bit update's memory traffic with trivial arithmetic (strata bench adam's bound): f32
 // arrays get x += g·k, bf16 ones +1 ulp; the same loads and stores as kernel16.
 template <class V>
-void stream_bound16(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end) {
+void stream_bound16(void* p, bool p16, void* m, void* v, bool s16, const void* g, DType gdt, int64_t begin,
+                    int64_t end) {
   using F = typename V::F;
   const F a = V::set1(1e-7f), b = V::set1(2e-7f), c = V::set1(3e-7f);
   const auto touch = [](void* x, bool x16, int64_t i, F gv, F k) {
@@ -133,7 +135,7 @@ void stream_bound16(void* p, bool p16, void* m, void* v, bool s16, const float* 
     }
   };
   for (int64_t i = begin; i + V::W <= end; i += V::W) {
-    const F x = V::loadf(g + i);
+    const F x = V::load_grad(g, gdt, i);
     touch(p, p16, i, x, a);
     touch(m, s16, i, x, b);
     touch(v, s16, i, x, c);

@@ -67,8 +67,11 @@ using kernel_math::fmix32;
 // `strata bench adam`; same tiles and threads as the kernel.
 void stream_bound_avx2(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end);
 void stream_bound_avx512(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end);
-// The same with the master (p16) and/or m and v (s16) in bf16: the 16-bit update's pattern.
-void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
-void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const float* g, int64_t begin, int64_t end);
+// The same with the master (p16) and/or m and v (s16) in bf16, the gradient in gdt: the 16-bit
+// update's pattern.
+void stream_bound16_avx2(void* p, bool p16, void* m, void* v, bool s16, const void* g, DType gdt, int64_t begin,
+                         int64_t end);
+void stream_bound16_avx512(void* p, bool p16, void* m, void* v, bool s16, const void* g, DType gdt, int64_t begin,
+                           int64_t end);
 
 }  // namespace strata::host::adam_impl
