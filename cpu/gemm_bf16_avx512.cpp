@@ -31,8 +31,40 @@ inline uint32_t pair_at(const uint16_t* src, int64_t k, int64_t K) {
   return v;
 }
 
-inline uint16_t bits_at(const GemmOperand& x, int64_t row, int64_t col) {  // stored element (row, col)
-  return static_cast<const uint16_t*>(x.data)[row * x.ld + col];
+inline __mmask16 lane_mask(int64_t valid) {
+  return valid >= 16 ? __mmask16(0xffff) : valid <= 0 ? __mmask16(0) : __mmask16((1u << valid) - 1);
+}
+inline __m512i widen16(const uint16_t* p, __mmask16 m) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)); }
+
+// In place: lane j of r[i] goes to lane i of r[j] (16×16 32-bit elements, 64 shuffles).
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_i32x4(u[i + j], u[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_i32x4(u[i + j], u[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+// Sixteen runs of 16 pairs (rows [0, rows) of `src` with stride ld, from element k; the
+// rest 0) turned so that r[q] holds pair q of every run: the packed layouts' order.
+inline void pairs_by_step(__m512i r[16], const uint16_t* src, int64_t ld, int64_t rows, int64_t k) {
+  for (int64_t i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_si512(src + i * ld + k) : _mm512_setzero_si512();
+  transpose16(r);
 }
 
 // A's rows [m0, m0+mc) and pair steps [p0, p0+kp) as 12-row micro-panels: panel t holds, for
@@ -42,29 +74,30 @@ void pack_a(uint32_t* dst, const GemmOperand& A, int64_t K, int64_t m0, int64_t 
     uint32_t* d = dst + t * kp * kMR;
     const int64_t rows = std::min(kMR, mc - t * kMR), mb = m0 + t * kMR;
     if (rows < kMR) std::memset(d, 0, size_t(kp * kMR) * 4);
-    if (!A.trans) {  // row m's pairs are contiguous
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint16_t* src = static_cast<const uint16_t*>(A.data) + (mb + r) * A.ld;
-        for (int64_t p = 0; p < kp; ++p) {
-          d[p * kMR + r] = pair_at(src, 2 * (p0 + p), K);
-        }
+    const uint16_t* a = static_cast<const uint16_t*>(A.data);
+    if (!A.trans) {  // row m's pairs are contiguous: 16 steps at a time, turned in registers
+      int64_t p = 0;
+      for (; p + 16 <= kp && 2 * (p0 + p + 16) <= K; p += 16) {
+        __m512i r[16];
+        pairs_by_step(r, a + mb * A.ld, A.ld, rows, 2 * (p0 + p));
+        for (int64_t q = 0; q < 16; ++q) _mm512_mask_storeu_epi32(d + (p + q) * kMR, __mmask16(0x0fff), r[q]);
       }
-    } else {  // stored K×M: a pair is two rows' elements
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* src = a + (mb + r) * A.ld;
+        for (int64_t q = p; q < kp; ++q) d[q * kMR + r] = pair_at(src, 2 * (p0 + q), K);
+      }
+    } else {  // stored K×M: a pair is two rows' elements, the 12 rows side by side in each
+      const __mmask16 m = lane_mask(rows);
       for (int64_t p = 0; p < kp; ++p) {
         const int64_t k = 2 * (p0 + p);
-        for (int64_t r = 0; r < rows; ++r) {
-          const uint32_t lo = k < K ? bits_at(A, k, mb + r) : 0, hi = k + 1 < K ? bits_at(A, k + 1, mb + r) : 0;
-          d[p * kMR + r] = lo | hi << 16;
-        }
+        const __m512i lo = k < K ? widen16(a + k * A.ld + mb, m) : _mm512_setzero_si512();
+        const __m512i hi = k + 1 < K ? widen16(a + (k + 1) * A.ld + mb, m) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(d + p * kMR, __mmask16(0x0fff), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
       }
     }
   }
 }
 
-inline __mmask16 lane_mask(int64_t valid) {
-  return valid >= 16 ? __mmask16(0xffff) : valid <= 0 ? __mmask16(0) : __mmask16((1u << valid) - 1);
-}
-inline __m512i widen16(const uint16_t* p, __mmask16 m) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)); }
 
 // B's columns [n0, n0+nv) (nv ≤ 32) and pair steps [p0, p0+kp) as one micro-panel: for each
 // step, 32 columns' pairs.
@@ -84,13 +117,20 @@ void pack_b(uint32_t* d, const GemmOperand& B, int64_t K, int64_t n0, int64_t nv
     }
     return;
   }
-  // stored N×K: column n's k run is contiguous
+  // stored N×K: column n's k run is contiguous; 16 steps of 16 columns at a time, turned in
+  // registers
   if (nv < kNR) std::memset(d, 0, size_t(kp * kNR) * 4);
-  for (int64_t c = 0; c < nv; ++c) {
-    const uint16_t* src = static_cast<const uint16_t*>(B.data) + (n0 + c) * B.ld;
-    for (int64_t p = 0; p < kp; ++p) {
-      d[p * kNR + c] = pair_at(src, 2 * (p0 + p), K);
+  const uint16_t* b = static_cast<const uint16_t*>(B.data) + n0 * B.ld;
+  int64_t p = 0;
+  for (; p + 16 <= kp && 2 * (p0 + p + 16) <= K; p += 16)
+    for (int64_t half = 0; half * 16 < nv; ++half) {
+      __m512i r[16];
+      pairs_by_step(r, b + half * 16 * B.ld, B.ld, nv - half * 16, 2 * (p0 + p));
+      for (int64_t q = 0; q < 16; ++q) _mm512_store_si512(d + (p + q) * kNR + half * 16, r[q]);
     }
+  for (int64_t c = 0; c < nv; ++c) {
+    const uint16_t* src = b + c * B.ld;
+    for (int64_t q = p; q < kp; ++q) d[q * kNR + c] = pair_at(src, 2 * (p0 + q), K);
   }
 }
 
