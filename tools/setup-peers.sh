@@ -15,16 +15,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-${STRATA_PEERS:-/opt/strata-peers}}
 
-missing=()
-for p in python3-venv python3-dev g++; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup-peers: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source "$here/tools/apt-missing.sh"
+apt_install_missing setup-peers python3-venv python3-dev g++
 
 mkdir -p "$dir"
 py=$dir/venv/bin/python

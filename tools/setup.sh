@@ -9,16 +9,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake pkg-config libdnnl-dev ocl-icd-opencl-dev liburing-dev libcxxopts-dev libgtest-dev
           libopenmpi-dev openmpi-bin nlohmann-json3-dev libxxhash-dev libsentencepiece-dev gnuplot-nox
           iproute2 procps python3 python3-venv)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source tools/apt-missing.sh
+apt_install_missing setup "${packages[@]}"
 
 # tools/prepare_data.py: the model's Hugging Face tokenizer and chat template, in a project
 # virtualenv (transformers without torch), from PyPI here, never at build or run time.
