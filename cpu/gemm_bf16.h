@@ -36,7 +36,8 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& 
 namespace bf16gemm {
 constexpr int64_t kMR = 12, kNR = 32;  // the register tile: 12 rows × 2 zmm of f32
 constexpr int64_t kMC = 192;           // rows of A per packed block (L2)
-constexpr int64_t kKC = 256;           // bf16 pairs of K per block: a B micro-panel is 32 KiB (L1)
+constexpr int64_t kKC = 512;           // bf16 pairs of K per block: a B micro-panel is 64 KiB (L2);
+                                       // K up to 1024 in one pass over C
 constexpr int64_t kNC = 4096;          // columns of B per packed block
 inline int64_t pair_steps(int64_t K) { return (K + 1) / 2; }
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
