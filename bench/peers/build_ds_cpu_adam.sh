@@ -36,8 +36,10 @@ version=$(cat "$ds/version.txt" 2>/dev/null || echo unknown)
 commit=$(git -C "$ds" rev-parse HEAD 2>/dev/null || echo "release $version")
 bf16=-DDS_HAS_BF16_STATE=0
 grep -q 'create_invoker<c10::BFloat16, c10::BFloat16>' "$impl" && bf16=-DDS_HAS_BF16_STATE=1
+templated=-DDS_TEMPLATED_STEP=0
+grep -q 'typename ds_state_precision_t' "$ds/csrc/includes/cpu_adam.h" && templated=-DDS_TEMPLATED_STEP=1
 mkdir -p "$(dirname "$out")"
-g++ -O3 $std -march=native -fopenmp $simd $bf16 -DDS_VERSION="\"$version\"" -DDS_COMMIT="\"$commit\"" \
+g++ -O3 $std -march=native -fopenmp $simd $bf16 $templated -DDS_VERSION="\"$version\"" -DDS_COMMIT="\"$commit\"" \
   -Wno-reorder -w -I "$ds/csrc/includes" -I "$ds/csrc/adam" "${torch_inc[@]}" -I /usr/include/python3.11 \
   "$here/ds_cpu_adam_harness.cpp" -o "$out" "${torch_lib[@]}" -ltorch -ltorch_cpu -lc10 -lpython3.11
 echo "built $out ($simd, DeepSpeed $version, 16-bit states: ${bf16##*=})"

@@ -28,6 +28,13 @@
 #ifndef DS_HAS_BF16_STATE
 #define DS_HAS_BF16_STATE 0
 #endif
+// DeepSpeed's Step_8 became a template over the parameter and state types with its 16-bit
+// states; before that it took f32 arrays only.
+#if DS_TEMPLATED_STEP
+#define DS_STEP_F32(opt, p, g, m, v, n) (opt).Step_8<float, float>(p, g, m, v, n)
+#else
+#define DS_STEP_F32(opt, p, g, m, v, n) (opt).Step_8(p, g, m, v, n)
+#endif
 
 static float* alloc(size_t n) {
   void* p = mmap(nullptr, n * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -109,7 +116,7 @@ int main(int argc, char** argv) {
     if (i % 2 == 0) out[i / 2] = 0;
   }
   const double best = best_of(
-      repeats, [&](Adam_Optimizer& opt) { opt.Step_8<float, float>(p, g, m, v, n); },
+      repeats, [&](Adam_Optimizer& opt) { DS_STEP_F32(opt, p, g, m, v, n); },
       [&] {
         if (!copy) return;
 #pragma omp parallel for schedule(static)
