@@ -7,8 +7,8 @@
 #   3. run each command of the README's first code block there, as root, in a chroot with a
 #      clean environment, in order; the log of each goes to DIR/logs/;
 #   4. fail if a command fails, or if a test was skipped that is not in the allowed list
-#      (only tests that need a GPU may skip on a machine without one, and those of kernels
-#      for CPU features this machine lacks).
+#      (only tests that need a GPU may skip on a machine without one, those of kernels for
+#      CPU features this machine lacks, and those of the optional benchmark peers).
 # The bare system is built once and kept as a tarball (DIR/base.tar), so a rerun starts from
 # the same bare system in about a minute; every run unpacks it afresh.
 #
@@ -117,6 +117,13 @@ for i in "${!commands[@]}"; do
       say "tests skipped for CPU features this machine lacks (allowed):"
       grep -E "$cpu_features" <<<"$skipped" | sed 's/^/    /'
       skipped=$(grep -v -E "$cpu_features" <<<"$skipped" || true)
+    fi
+    # The benchmarks' peers come from the optional tools/setup-peers.sh, never from setup.sh.
+    peers='cli\.bench_model_torch_peer|cli\.bench_adam_deepspeed'
+    if [[ -n $skipped ]] && grep -q -E "$peers" <<<"$skipped"; then
+      say "tests skipped for want of the optional benchmark peers, tools/setup-peers.sh (allowed):"
+      grep -E "$peers" <<<"$skipped" | sed 's/^/    /'
+      skipped=$(grep -v -E "$peers" <<<"$skipped" || true)
     fi
     if [[ -n $skipped ]]; then
       say "tests skipped on the bare machine (a missing prerequisite?):"
