@@ -98,7 +98,7 @@ int run_adam_bench(const AdamBenchOptions& o) {
       std::string(host::adam_isa_name(ao.isa)).c_str(), threads, pinned.c_str(), (long long)ao.tile, o.repeats,
       p16 ? "bf16" : "f32", s16 ? "bf16" : "f32", g16 ? "bf16" : "f32",
       s16 || p16 ? (o.stochastic ? " (stochastic rounding)" : " (round to nearest)") : "", bpp);
-  if (s16)
+  if (s16 && !peer.empty())
     std::printf(
         "  the DeepSpeed column is its 16-bit-state step: bf16 parameters, gradients, m and v (14 B/param), round to "
         "nearest\n");

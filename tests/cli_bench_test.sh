@@ -2,11 +2,7 @@
 # The benchmarks as users run them, by ctest: cli_bench_test.sh STRATA_BINARY CASE. Smoke runs of
 # each `strata bench`, and the runs against the optional peers (tools/setup-peers.sh), which
 # are skipped with the reason where those are not installed.
-set -u
-bin=$1; case_name=$2
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-source "$src/tests/test_lib.sh"
+source "$(dirname "$0")/cli_case.sh" "$@"
 case $case_name in
   bench_adam_smoke)
     "$bin" bench adam --sizes 1M,3000001 --repeats 1 --peer none >"$tmp/out" 2>"$tmp/err" || fail "bench adam failed: $(cat "$tmp/err")"

@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Fine-tuning runs as users drive them, run by ctest: cli_finetune_test.sh STRATA_BINARY CASE.
 # Validation (--eval-*), packed JSONL rows (--pack) and `strata plot`.
-set -u
-bin=$1; case_name=$2
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-source "$src/tests/test_lib.sh"
+source "$(dirname "$0")/cli_case.sh" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpi() { mpirun --oversubscribe -np "$@"; }
 sft=(--model "$src/configs/llama-bytes.json" --data "$src/data/sft-tiny.jsonl"

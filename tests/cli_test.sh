@@ -1,10 +1,6 @@
 #!/usr/bin/env bash
 # CLI checks run by ctest: cli_test.sh STRATA_BINARY CASE
-set -u
-bin=$1; case_name=$2
-src=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-source "$src/tests/test_lib.sh"
+source "$(dirname "$0")/cli_case.sh" "$@"
 case $case_name in
   help)
     "$bin" --help | grep -q "train" || fail "strata --help does not list train"
