@@ -4,17 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <nlohmann/json.hpp>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "bench/subprocess.h"
 #include "bench/torch_peer.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -54,12 +53,8 @@ double run_peer(const std::string& exe, long long n, int threads, int repeats, c
   cpu_set_t mine;
   sched_getaffinity(0, sizeof mine, &mine);
   sched_setaffinity(0, sizeof g_unpinned, &g_unpinned);
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
+  const std::string out = run_captured(cmd);
   sched_setaffinity(0, sizeof mine, &mine);
-  if (!p) return note = "popen failed", -1;
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t k = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), k);
   try {
     auto j = nlohmann::json::parse(out.substr(out.find_last_of('{')));
     if (j.contains("deepspeed"))

@@ -2,15 +2,14 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "bench/subprocess.h"
 #include "core/error.h"
 #include "io/nvme_store.h"
 
@@ -52,11 +51,7 @@ double fio_mixed_bandwidth(const std::string& fio, const std::string& file, int 
                           " --iodepth=" + std::to_string(qd) +
                           " --ioengine=io_uring --direct=1 --size=" + std::to_string(bytes) +
                           (writes ? " --end_fsync=1" : "") + " --output-format=json 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) return -1;
-  std::string out;
-  std::array<char, 4096> b;
-  while (size_t n = fread(b.data(), 1, b.size(), p.get())) out.append(b.data(), n);
+  const std::string out = run_captured(cmd);
   try {
     const auto j = nlohmann::json::parse(out.substr(out.find('{'))).at("jobs").at(0);
     return (reads ? j.at("read").at("bw_bytes").get<double>() : 0) +

@@ -6,9 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "core/error.h"
@@ -65,6 +68,15 @@ ProcessResult run_logged(const std::vector<std::string>& argv, const std::string
   r.seconds = elapsed();
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return r;
+}
+
+std::string run_captured(const std::string& shell_cmd) {
+  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(shell_cmd.c_str(), "r"), pclose);
+  if (!p) return {};
+  std::string out;
+  std::array<char, 4096> buf;
+  while (size_t n = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), n);
+  return out;
 }
 
 }  // namespace strata::bench

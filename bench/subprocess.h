@@ -15,6 +15,10 @@ struct ProcessResult {
 // timeout_s <= 0: no limit.
 ProcessResult run_logged(const std::vector<std::string>& argv, const std::string& log_path, double timeout_s);
 
+// Runs a shell command line and returns what it wrote to stdout (add 2>&1 for stderr too);
+// empty when it could not be started.
+std::string run_captured(const std::string& shell_cmd);
+
 // The command as a shell line (for logs and reports).
 std::string shell_line(const std::vector<std::string>& argv);
 

@@ -1,30 +1,19 @@
 #include "bench/torch_peer.h"
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 
+#include "bench/subprocess.h"
 #include "train/trainer.h"
 
 namespace strata::bench {
 
 namespace {
 
-std::string run_capture(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> p(popen(cmd.c_str(), "r"), pclose);
-  if (!p) return {};
-  std::string out;
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), p.get())) out.append(buf.data(), n);
-  return out;
-}
-
 // torch.__version__ of `python`, or "" when it cannot import torch.
 std::string torch_version(const std::string& python) {
   if (!std::filesystem::exists(python)) return {};
-  std::string v = run_capture(python + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
+  std::string v = run_captured(python + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r')) v.pop_back();
   return v.find('\n') == std::string::npos ? v : std::string();
 }
@@ -55,7 +44,7 @@ TorchRun run_torch_peer(const TorchPeer& peer, const TorchRunSpec& s) {
                           std::to_string(s.batch) + " --seq-len " + std::to_string(s.seq_len) + " --steps " +
                           std::to_string(s.steps) + " --warmup " + std::to_string(s.warmup) + " --dtype " + s.dtype +
                           " --threads " + std::to_string(s.threads) + (s.compile ? " --compile" : "") + " 2>&1";
-  const std::string out = run_capture(cmd);
+  const std::string out = run_captured(cmd);
   TorchRun r;
   const auto last = out.find_last_of('{');
   try {
